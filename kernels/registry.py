@@ -1,0 +1,112 @@
+"""The kernel registry: every kernel the profiler can run, with its scheme, source, geometry and batch range.
+
+Each provider module (listed in PROVIDERS) defines `SPECS: tuple[KernelSpec, ...]` at module level and must import
+without CuPy or a GPU. A spec's `runner` names a factory ("module:function") that returns a `Runner`; it is imported
+only when the kernel is run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from models.errors import InputError, unknown
+
+PROVIDERS = (
+    "kernels.gemv",  # GEMV-class kernels, batch 1-16 (and the chapter's reference kernels)
+    "kernels.tensorcore",  # mma.sync GEMM kernels, batch 16-256
+    "kernels.peers",  # cuBLAS through CuPy, torch's kernels
+)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str  # unique, e.g. "w4a16_gemv"
+    scheme: str  # a models.schemes name
+    backend: str  # "nvrtc" (our .cu through CuPy RawModule), "cublas" (CuPy), "torch"
+    role: str  # "reference" (the chapter's before), "optimized", "peer"
+    runner: str  # "module:function" returning a Runner
+    m_min: int = 1
+    m_max: int = 16
+    min_cc: int = 80  # 80 = sm_80
+    source: str | None = None  # file name in kernels/, for nvrtc kernels
+    entry: str | None = None  # extern "C" __global__ name
+    geometry: str = ""  # launch geometry in words (block, grid, split-K, ...)
+    notes: str = ""  # e.g. "fp8 weights converted to fp16; e4m3 mma is emulated on sm_90"
+
+    def supports(self, M: int, cc: int | None = None) -> bool:
+        return self.m_min <= M <= self.m_max and (cc is None or cc >= self.min_cc)
+
+
+@dataclass
+class Problem:
+    """One input set on the device, ready to launch: fresh random data, never zeros."""
+
+    M: int
+    N: int
+    K: int
+    arrays: dict[str, Any]  # CuPy (or torch) device arrays the kernel reads
+    out: Any  # device output, M x N
+    nbytes: int  # device bytes of the inputs (for sizing the L2-cold rotation)
+    ref: Any = None  # float64 reference y (M x N) from the *dequantized* weights, when asked for
+    quant_error_rel: float = float("nan")  # quantization error, when a float weight was quantized
+
+
+class Runner(Protocol):
+    spec: KernelSpec
+
+    def check(self, M: int, N: int, K: int) -> None:
+        """Raise InputError for a shape this kernel refuses, before anything is allocated."""
+
+    def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
+        """Allocate and fill one input set on the device (with the float64 reference when asked)."""
+
+    def launch(self, problem: Problem) -> None:
+        """Enqueue one launch on the current stream: no sync, no allocation (CUDA-graph capturable)."""
+
+    def output(self, problem: Problem) -> Any:
+        """The output as a float64 NumPy array, M x N."""
+
+
+def _load_specs() -> dict[str, KernelSpec]:
+    specs: dict[str, KernelSpec] = {}
+    for module_name in PROVIDERS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        for spec in module.SPECS:
+            if spec.name in specs:
+                raise RuntimeError(f"kernel {spec.name!r} registered twice")
+            specs[spec.name] = spec
+    return specs
+
+
+def specs(scheme: str | None = None, role: str | None = None) -> list[KernelSpec]:
+    """All registered kernels, optionally filtered by scheme and role."""
+    return [
+        s for s in _load_specs().values() if (scheme is None or s.scheme == scheme) and (role is None or s.role == role)
+    ]
+
+
+def get(name: str) -> KernelSpec:
+    table = _load_specs()
+    if name not in table:
+        raise unknown("kernel", name, list(table))
+    return table[name]
+
+
+def runner(name: str) -> Runner:
+    """Instantiate the runner of a kernel (imports CuPy / torch as that runner needs)."""
+    spec = get(name)
+    module_name, _, func = spec.runner.partition(":")
+    factory = getattr(importlib.import_module(module_name), func)
+    return factory(spec)
+
+
+def check_batch(spec: KernelSpec, M: int) -> None:
+    if not spec.m_min <= M <= spec.m_max:
+        raise InputError(f"kernel {spec.name} supports M in [{spec.m_min}, {spec.m_max}], got M={M}")
