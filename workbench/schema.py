@@ -44,6 +44,7 @@ MEASUREMENT_COLUMNS: dict[str, str] = {
     "rotate_bytes": "float64",  # total bytes of the rotated input sets
     "n_samples": "int64",
     "launches_per_sample": "int64",
+    "timer": "string",  # "graph" (CUDA graph of back-to-back launches, replayed) or "events" (eager launches)
     "time_median_s": "float64",  # per launch
     "time_p10_s": "float64",
     "time_p90_s": "float64",

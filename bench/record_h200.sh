@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Record the shipped H200 dataset on the device machine, in the repo root:
+#   WORKBENCH_GIT_COMMIT=<sha> bash bench/record_h200.sh          (full: ~5-8 min)
+#   QUICK=1 bash bench/record_h200.sh                             (small scale: every step, a few points)
+# Steps: GPU tests, calibrate, the default sweep (timed, with where the time goes), a second identical sweep to a
+# scratch path (run-to-run difference), the independent-timer cross-check. Results go to $OUT (<= 8 files):
+# dataset.tgz (data/calibration + data/measurements, to unpack in the repo root), record.log, crosscheck.csv,
+# sweep2.parquet, summary.txt (also printed last).
+set -uo pipefail
+export PYTHONPATH=. PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/record-out}
+mkdir -p "$OUT"
+LOG="$OUT/record.log"
+SUMMARY="$OUT/summary.txt"
+SCRATCH=$(mktemp -d)
+: >"$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+if [[ "${QUICK:-0}" == "1" ]]; then
+  TESTS=(tests/test_profiler_gpu.py)
+  CAL_DIR="$SCRATCH/calibration"
+  SWEEP=(--kernel gemv_fp32_ref --kernel fp16_gemv --kernel tc_fp16 --shape 4096x4096 --shape 22016x4096
+         --batch 1 --batch 16 --batch 64)
+  OUT1="$SCRATCH/measurements/sweep-cold.parquet"
+else
+  TESTS=(tests)
+  CAL_DIR=data/calibration
+  SWEEP=()
+  OUT1=data/measurements/h200-sxm/sweep-cold.parquet
+fi
+OUT2="$SCRATCH/sweep2.parquet"
+
+{
+  step "environment"
+  nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+  python3 -m workbench env
+
+  step "GPU tests"
+  t0=$SECONDS
+  python3 -m pytest -m gpu -q -p no:cacheprovider "${TESTS[@]}" 2>&1 | tail -25
+  note "gpu tests: exit ${PIPESTATUS[0]} in $((SECONDS - t0)) s"
+
+  step "calibrate"
+  t0=$SECONDS
+  python3 -m workbench calibrate --out "$CAL_DIR"
+  note "calibrate: exit $? in $((SECONDS - t0)) s"
+
+  step "sweep 1 (the dataset)"
+  t0=$SECONDS
+  python3 -m workbench profile "${SWEEP[@]}" --fresh --no-progress --out "$OUT1" --calibration-dir "$CAL_DIR"
+  note "sweep 1: exit $? in $((SECONDS - t0)) s wall (process start, imports and NVRTC compile included)"
+
+  step "sweep 2 (scratch, run-to-run)"
+  t0=$SECONDS
+  python3 -m workbench profile "${SWEEP[@]}" --fresh --no-progress --out "$OUT2" --calibration-dir "$CAL_DIR"
+  note "sweep 2: exit $? in $((SECONDS - t0)) s wall (NVRTC cache warm)"
+  python3 bench/run_diff.py "$OUT1" "$OUT2" | tee -a "$SUMMARY"
+
+  step "resume check: re-running sweep 1 measures nothing"
+  python3 -m workbench profile "${SWEEP[@]}" --no-progress --out "$OUT1" --calibration-dir "$CAL_DIR" | tail -3
+
+  step "independent timer"
+  python3 bench/crosscheck_timer.py --out "$OUT/crosscheck.csv" | tee -a "$SUMMARY"
+} 2>&1 | tee "$LOG"
+
+cp "$OUT2" "$OUT/sweep2.parquet" 2>/dev/null
+if [[ "${QUICK:-0}" == "1" ]]; then
+  tar czf "$OUT/dataset.tgz" -C "$SCRATCH" calibration measurements 2>/dev/null
+else
+  tar czf "$OUT/dataset.tgz" data/calibration data/measurements
+fi
+echo
+echo "=== summary"
+python3 - "$OUT1" "$CAL_DIR" <<'PY' | tee -a "$SUMMARY"
+import sys, json, glob
+from workbench.store import load_measurements
+df = load_measurements(sys.argv[1])
+for f in sorted(glob.glob(sys.argv[2] + "/*.json")):
+    c = json.load(open(f))["ceilings"]
+    print("calibration:", ", ".join(f"{k}={v:.3g}" for k, v in c.items() if isinstance(v, float)))
+print(f"{len(df)} points, {df['kernel'].nunique()} kernels; throttled {int(df['throttled'].fillna(False).sum())}; "
+      f"max spread {df['spread_rel'].max():.2%}; max ref error {df['ref_error_rel'].max():.2e}")
+cols = ["kernel", "N", "K", "M", "time_median_s", "spread_rel", "ref_error_rel", "sm_clock_median_hz"]
+t = df[df["M"].isin([1, 16, 128])][cols].copy()
+t["us"] = (t.pop("time_median_s") * 1e6).round(2)
+t["GBps"] = (df.loc[t.index, "bytes"] / df.loc[t.index, "time_median_s"] / 1e9).round(0)
+print(t.sort_values(["kernel", "N", "K", "M"]).to_string(index=False, max_rows=400))
+PY

@@ -1,0 +1,406 @@
+"""GEMV-class CUDA kernels (batch M = 1..16): registry entries, launch geometry, runners and a simple launcher.
+
+Every kernel reads each weight once for all M activation rows. The optimized kernels share gemv_common.cuh and are
+compiled per configuration through NVRTC -D options (cached by kernels.build and CuPy's disk cache):
+  MB    rows of x per launch, the smallest of MB_BINS >= M (rows M..MB-1 are zero-padded in registers)
+  RW    weight rows per tile; U: 16-byte chunks per row in flight per thread
+  XREG  one pass over K with x held in registers (when blockDim * U covers a row), else x re-read through L1
+  warps per block (they split K); grid = min(tiles, resident blocks on all SMs): a persistent grid.
+`choose_config` picks these; the benchmark (bench/bench_gemv.py) can override them to compare variants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from kernels import build, pack_w4, quant
+from kernels import reference as ref
+from kernels.registry import KernelSpec, Problem, check_batch
+from models.errors import InputError
+
+MB_BINS = (1, 2, 3, 4, 8, 16)
+REF_MB_BINS = MB_BINS
+_RUN = "kernels.gemv:make_runner"
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    source: str
+    entry: str
+    elems: int  # weights per 16-byte chunk (0: a reference kernel, warp per row)
+    k_multiple: int  # K must be a multiple of this
+    x_kind: str  # "f16", "bf16", "f32", "i8"
+    out_kind: str  # "f16", "bf16", "f32"
+
+
+DEFS: dict[str, KernelDef] = {
+    "gemv_fp32_ref": KernelDef("gemv_reference.cu", "gemv_fp32", 0, 1, "f32", "f32"),
+    "gemv_w4_ref": KernelDef("gemv_reference.cu", "gemv_w4", 0, 8, "f32", "f32"),
+    "fp32_gemv": KernelDef("gemv_f16.cu", "gemv_f32", 4, 4, "f32", "f32"),
+    "fp16_gemv": KernelDef("gemv_f16.cu", "gemv_f16", 8, 8, "f16", "f16"),
+    "bf16_gemv": KernelDef("gemv_f16.cu", "gemv_bf16", 8, 8, "bf16", "bf16"),
+    "w8a16_gemv": KernelDef("gemv_w8a16.cu", "gemv_w8a16", 16, 16, "f16", "f16"),
+    "w4a16_gemv": KernelDef("gemv_w4a16.cu", "gemv_w4a16", 32, 32, "f16", "f16"),
+    "w8a8_gemv": KernelDef("gemv_w8a8.cu", "gemv_w8a8", 16, 16, "i8", "f16"),
+    "fp8_gemv": KernelDef("gemv_fp8.cu", "gemv_fp8", 16, 16, "f16", "f16"),
+}
+
+_GEOM = "persistent grid, block of W warps splitting K per tile of RW rows, 16-byte loads, x in registers or L1"
+SPECS: tuple[KernelSpec, ...] = (
+    KernelSpec("gemv_fp32_ref", "fp32", "nvrtc", "reference", _RUN, source="gemv_reference.cu", entry="gemv_fp32",
+               geometry="the chapter's kernel: warp per row, 4 warps per block, lanes stride K with 4-byte loads",
+               notes="the chapter's gemv_fp32, untuned (the 'before')"),
+    KernelSpec("gemv_w4_ref", "w4a16", "nvrtc", "reference", _RUN, source="gemv_reference.cu", entry="gemv_w4",
+               geometry="the chapter's kernel: warp per row, 4 warps per block, one 32-bit word per lane per step",
+               notes="the chapter's naive gemv_w4: fp32 activations, fp32 scales and zeros, shift-and-mask dequant, "
+               "reference packing (8 codes per word, low nibble first); G=128"),
+    KernelSpec("fp32_gemv", "fp32", "nvrtc", "optimized", _RUN, source="gemv_f16.cu", entry="gemv_f32",
+               geometry=_GEOM, notes="K % 4 == 0"),
+    KernelSpec("fp16_gemv", "fp16", "nvrtc", "optimized", _RUN, source="gemv_f16.cu", entry="gemv_f16",
+               geometry=_GEOM, notes="fp32 accumulation; K % 8 == 0"),
+    KernelSpec("bf16_gemv", "bf16", "nvrtc", "optimized", _RUN, source="gemv_f16.cu", entry="gemv_bf16",
+               geometry=_GEOM, notes="fp32 accumulation; K % 8 == 0"),
+    KernelSpec("w8a16_gemv", "w8a16", "nvrtc", "optimized", _RUN, source="gemv_w8a16.cu", entry="gemv_w8a16",
+               geometry=_GEOM, notes="16 int8 per 16-byte load, magic-number int8->fp32, fp16 row scale applied "
+               "once per output; fp32 accumulation; K % 16 == 0"),
+    KernelSpec("w4a16_gemv", "w4a16", "nvrtc", "optimized", _RUN, source="gemv_w4a16.cu", entry="gemv_w4a16",
+               geometry=_GEOM, notes="G=128; 0x6400 magic + lop3, offline nibble reorder (kernels/pack_w4.py), "
+               "scale+zero packed in one word per group; half2 products summed per 32-weight chunk, fp32 across "
+               "chunks; zero point stored as 8 bits in the layout (4 counted by models.schemes)"),
+    KernelSpec("w8a8_gemv", "w8a8", "nvrtc", "optimized", _RUN, source="gemv_w8a8.cu", entry="gemv_w8a8",
+               geometry=_GEOM, notes="dp4a int8 x int8 -> int32; fp16 per-row and fp32 per-token scales; K % 16 == 0"),
+    KernelSpec("fp8_gemv", "fp8", "nvrtc", "optimized", _RUN, source="gemv_fp8.cu", entry="gemv_fp8", min_cc=89,
+               geometry=_GEOM, notes="weight-only: e4m3 weights (per-channel fp32 scale) -> fp16 by the hardware "
+               "cvt, fp16 activations (models.schemes counts e4m3 activations: M*K bytes fewer); K % 16 == 0"),
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    mb: int
+    rw: int = 1
+    u: int = 4
+    xreg: bool = False
+    warps: int = 4
+    blocks_per_sm: int = 0  # 0: as many as fit (occupancy from the compiled kernel's registers)
+
+    def options(self) -> tuple[str, ...]:
+        return (f"-DGEMV_MB={self.mb}", f"-DGEMV_RW={self.rw}", f"-DGEMV_U={self.u}", f"-DGEMV_XREG={int(self.xreg)}")
+
+
+def mb_for(M: int) -> int:
+    for mb in MB_BINS:
+        if M <= mb:
+            return mb
+    raise InputError(f"GEMV kernels take M in [1, {MB_BINS[-1]}], got M={M}")
+
+
+def choose_config(name: str, M: int, N: int, K: int, **override: Any) -> Config:
+    """Default geometry: x in registers when it fits in ~64 registers and one pass covers K, else 4 warps x U."""
+    d = DEFS[name]
+    mb = mb_for(M)
+    if d.elems == 0:
+        return Config(mb=mb, rw=1, u=1, xreg=False, warps=4)
+    chunks = K // d.elems
+    x_regs = _x_regs_per_chunk(d) * mb
+    u, warps, xreg = 4, 4, False
+    for cand in (1, 2, 4):  # the fewest chunks per thread whose single pass needs <= 16 warps, x in <= 64 registers
+        w = -(-chunks // (32 * cand))
+        if w <= 16 and x_regs * cand <= 64:
+            u, warps, xreg = cand, max(w, 1), True
+            break
+    if not xreg:
+        u = 2 if d.elems == 32 else 4
+    rw = max(1, 4 // u) if xreg else 1
+    cfg = Config(mb=mb, rw=rw, u=u, xreg=xreg, warps=warps)
+    cfg = replace(cfg, **override)
+    if cfg.xreg and cfg.warps * 32 * cfg.u < chunks:
+        cfg = replace(cfg, warps=-(-chunks // (32 * cfg.u)))
+    if cfg.warps > 32:
+        raise InputError(f"{name}: config {cfg} needs more than 32 warps per block for K={K}")
+    return cfg
+
+
+def _x_regs_per_chunk(d: KernelDef) -> int:
+    """32-bit registers holding x for one chunk and one row (w4a16 keeps half2, w8a8 packed int8, others fp32)."""
+    if d.x_kind == "i8":
+        return d.elems // 4
+    return 16 if d.elems == 32 else d.elems
+
+
+def check_shape(spec: KernelSpec, M: int, N: int, K: int, group_size: int = 128) -> None:
+    """Refuse, before anything is allocated or launched, a shape this kernel cannot run."""
+    check_batch(spec, M)
+    d = DEFS[spec.name]
+    if N < 1 or K < 1:
+        raise InputError(f"{spec.name}: N and K must be >= 1, got N={N}, K={K}")
+    if K % d.k_multiple:
+        raise InputError(f"{spec.name}: K must be a multiple of {d.k_multiple} (16-byte weight loads), got K={K}")
+    if spec.scheme == "w4a16":
+        quant.check_w4_shape(N, K, group_size)
+        if spec.name == "w4a16_gemv" and (group_size % 32 or group_size & (group_size - 1)):
+            raise InputError(f"{spec.name}: the group size must be a power of two >= 32, got G={group_size}")
+    if N * K >= 2**31 * max(d.elems, 1):
+        raise InputError(f"{spec.name}: N*K={N * K} is too large for 32-bit chunk indexing")
+
+
+# ---------------------------------------------------------------- device arrays in each kernel's layout
+
+
+def _cupy() -> Any:
+    import cupy
+
+    return cupy
+
+
+def prepare_x(name: str, x: Any) -> tuple[Any, ...]:
+    """Activations (float M x K, or for w8a8 also a (codes, scales) pair) as the kernel reads them, on the device."""
+    cp = _cupy()
+    kind = DEFS[name].x_kind
+    if kind == "i8":
+        if isinstance(x, tuple):
+            codes, scales = x
+        else:
+            codes, scales = quant.quantize_act_int8(cp.asarray(x), xp=cp)
+        codes = cp.ascontiguousarray(cp.asarray(codes, dtype=cp.int8))
+        return codes, cp.ascontiguousarray(cp.asarray(scales, cp.float32))
+    xd = cp.asarray(x)
+    if kind == "bf16":
+        return (cp.ascontiguousarray(xd if xd.dtype == cp.uint16 else quant.to_bf16_bits(xd, cp)),)
+    return (cp.ascontiguousarray(xd.astype(cp.float16 if kind == "f16" else cp.float32)),)
+
+
+def prepare_weights(name: str, w: Any) -> tuple[Any, ...]:
+    """Weights in the kernel's layout, on the device, from canonical quantized weights (or float arrays)."""
+    cp = _cupy()
+    if name == "gemv_w4_ref":
+        q = _expect(w, quant.W4, name)
+        return (quant.pack_w4_reference(cp.asarray(q.codes), cp), cp.asarray(q.scales).astype(cp.float32),
+                cp.asarray(q.zeros).astype(cp.float32))
+    if name == "w4a16_gemv":
+        q = _expect(w, quant.W4, name)
+        qd = quant.W4(cp.asarray(q.codes), cp.asarray(q.scales), cp.asarray(q.zeros), q.group_size)
+        return pack_w4.pack_w4a16(qd, cp)
+    if name in ("w8a16_gemv", "w8a8_gemv"):
+        q = _expect(w, quant.W8, name)
+        return cp.ascontiguousarray(cp.asarray(q.codes, cp.int8)), cp.asarray(q.scales, cp.float16)
+    if name == "fp8_gemv":
+        q = _expect(w, quant.FP8, name)
+        return cp.ascontiguousarray(cp.asarray(q.codes, cp.uint8)), cp.asarray(q.scales, cp.float32)
+    wd = cp.asarray(w)
+    if name == "bf16_gemv":
+        return (cp.ascontiguousarray(wd if wd.dtype == cp.uint16 else quant.to_bf16_bits(wd, cp)),)
+    if name == "fp16_gemv":
+        return (cp.ascontiguousarray(wd.astype(cp.float16)),)
+    return (cp.ascontiguousarray(wd.astype(cp.float32)),)
+
+
+def _expect(w: Any, cls: type, name: str) -> Any:
+    if not isinstance(w, cls):
+        raise InputError(f"{name} takes weights as kernels.quant.{cls.__name__}, got {type(w).__name__}")
+    return w
+
+
+def _group_size(weights: Any) -> int:
+    return weights.group_size if isinstance(weights, quant.W4) else 128
+
+
+def _out_array(name: str, M: int, N: int) -> Any:
+    cp = _cupy()
+    dt = {"f16": cp.float16, "bf16": cp.uint16, "f32": cp.float32}[DEFS[name].out_kind]
+    return cp.empty((M, N), dtype=dt)
+
+
+def poison_output(out: Any) -> None:
+    """Fill an output with NaN bit patterns (fp16/bf16 0xFFFF, fp32 quiet NaN) so unwritten elements show."""
+    cp = _cupy()
+    if out.dtype.itemsize == 2:
+        out.view(cp.uint16).fill(0xFFFF)
+    else:
+        out.view(cp.uint32).fill(0x7FC00000)
+
+
+def out_to_float64(name: str, out: Any) -> Any:
+    cp = _cupy()
+    if DEFS[name].out_kind == "bf16":
+        return quant.from_bf16_bits(out, cp).astype(cp.float64)
+    return out.astype(cp.float64)
+
+
+def _check_aligned(name: str, arrays: tuple[Any, ...]) -> None:
+    for a in arrays:
+        if not a.flags.c_contiguous or a.data.ptr % 16:
+            raise InputError(f"{name}: device arrays must be C-contiguous and 16-byte aligned (ptr {a.data.ptr:#x})")
+
+
+# ---------------------------------------------------------------- compiling and launching
+
+
+def kernel_function(name: str, cfg: Config) -> Any:
+    d = DEFS[name]
+    return build.function(d.source, d.entry, cfg.options())
+
+
+def _device_sms() -> int:
+    cp = _cupy()
+    return int(cp.cuda.Device().attributes["MultiProcessorCount"])
+
+
+def grid_for(func: Any, cfg: Config, ntiles: int) -> int:
+    threads = cfg.warps * 32
+    regs = max(int(func.num_regs), 1)
+    regs_per_warp = -(-regs * 32 // 256) * 256
+    warps_by_regs = 65536 // regs_per_warp
+    fit = max(1, min(32, 2048 // threads, warps_by_regs // cfg.warps))
+    if cfg.blocks_per_sm:
+        fit = min(fit, cfg.blocks_per_sm)
+    return max(1, min(ntiles, fit * _device_sms()))
+
+
+@dataclass
+class Launch:
+    func: Any
+    grid: int
+    block: int
+    args: tuple[Any, ...]
+
+    def __call__(self) -> None:
+        self.func((self.grid,), (self.block,), self.args)
+
+
+def make_launch(name: str, cfg: Config, M: int, N: int, K: int, xs: tuple[Any, ...], ws: tuple[Any, ...],
+                out: Any, group_size: int = 128) -> Launch:
+    """Bind arrays and geometry into a launch that enqueues one kernel on the current stream (no allocation)."""
+    _check_aligned(name, xs + ws)
+    d = DEFS[name]
+    func = kernel_function(name, cfg)
+    i32 = np.int32
+    if d.elems == 0:
+        grid, block = -(-N // cfg.warps), cfg.warps * 32
+        if name == "gemv_fp32_ref":
+            args = (ws[0], xs[0], out, i32(M), i32(N), i32(K))
+        else:
+            args = (ws[0], ws[1], ws[2], xs[0], out, i32(M), i32(N), i32(K), i32(group_size))
+        return Launch(func, grid, block, args)
+    grid, block = grid_for(func, cfg, -(-N // cfg.rw)), cfg.warps * 32
+    dims = (i32(M), i32(N), i32(K))
+    if name in ("fp32_gemv", "fp16_gemv", "bf16_gemv"):
+        args = (ws[0], xs[0], out) + dims
+    elif name == "w8a16_gemv":
+        args = (ws[0], ws[1], xs[0], out) + dims
+    elif name == "w4a16_gemv":
+        args = (ws[0], ws[1], xs[0], out) + dims + (i32((group_size // 32).bit_length() - 1),)
+    elif name == "w8a8_gemv":
+        args = (ws[0], ws[1], xs[0], xs[1], out) + dims
+    else:  # fp8_gemv
+        args = (ws[0], ws[1], xs[0], out) + dims + (i32(1 if ws[1].size > 1 else 0),)
+    return Launch(func, grid, block, args)
+
+
+def launch(name: str, x: Any, weights: Any, config: Config | None = None, **override: Any) -> Any:
+    """Run kernel `name` once on x (M x K; NumPy or CuPy) and canonical weights; returns y (M x N) as float64,
+    in the array module of x. Shapes are checked (InputError) before anything is launched."""
+    if name not in DEFS:
+        raise InputError(f"{name} is not a GEMV kernel of kernels.gemv; valid: {', '.join(DEFS)}")
+    spec = next(s for s in SPECS if s.name == name)
+    xs_shape = (x[0] if isinstance(x, tuple) else x).shape
+    if len(xs_shape) != 2:
+        raise InputError(f"{name}: x must be M x K, got shape {tuple(xs_shape)}")
+    M, K = int(xs_shape[0]), int(xs_shape[1])
+    wshape = weights.codes.shape if hasattr(weights, "codes") else np.shape(weights)
+    N = int(wshape[0])
+    if len(wshape) != 2 or int(wshape[1]) != K:
+        raise InputError(f"{name}: weights must be N x K with K={K} (from x), got shape {tuple(wshape)}")
+    G = _group_size(weights)
+    check_shape(spec, M, N, K, G)
+    cfg = config or choose_config(name, M, N, K, **override)
+    xs, ws = prepare_x(name, x), prepare_weights(name, weights)
+    cp = _cupy()
+    out = _out_array(name, M, N)
+    poison_output(out)
+    make_launch(name, cfg, M, N, K, xs, ws, out, G)()
+    y = out_to_float64(name, out)
+    return y if type(x if not isinstance(x, tuple) else x[0]).__module__.startswith("cupy") else cp.asnumpy(y)
+
+
+# ---------------------------------------------------------------- the profiler's Runner
+
+
+def random_inputs(name: str, M: int, N: int, K: int, seed: int, group_size: int = 128) -> tuple[Any, Any]:
+    """Fresh random (x, canonical weights) on the device for kernel `name`: never zeros."""
+    cp = _cupy()
+    r = cp.random.RandomState(seed)
+    scheme = next(s.scheme for s in SPECS if s.name == name)
+    x = r.standard_normal((M, K), dtype=cp.float32)
+    if scheme == "w4a16":
+        w: Any = quant.random_w4(N, K, group_size, seed=seed + 1, xp=cp)
+    elif scheme in ("w8a16", "w8a8"):
+        w = quant.random_w8(N, K, seed=seed + 1, xp=cp)
+    elif scheme == "fp8":
+        w = quant.random_fp8(N, K, per="channel", seed=seed + 1, xp=cp)
+    else:
+        w = r.standard_normal((N, K), dtype=cp.float32) * cp.float32(K**-0.5)
+    if DEFS[name].x_kind == "i8":
+        return quant.quantize_act_int8(x, cp), w
+    return x, w
+
+
+def x_as_kernel_sees(name: str, xs: tuple[Any, ...]) -> Any:
+    """The activations the kernel multiplies, in float64 (what the kernel-error reference uses)."""
+    cp = _cupy()
+    kind = DEFS[name].x_kind
+    if kind == "i8":
+        return quant.dequantize_act_int8(xs[0], xs[1], cp)
+    if kind == "bf16":
+        return quant.from_bf16_bits(xs[0], cp).astype(cp.float64)
+    return xs[0].astype(cp.float64)
+
+
+def w_as_kernel_sees(name: str, w: Any, ws: tuple[Any, ...]) -> Any:
+    """The weights the kernel multiplies, in float64: float schemes after rounding, quantized ones dequantized."""
+    cp = _cupy()
+    if name in ("fp32_gemv", "fp16_gemv", "gemv_fp32_ref"):
+        return ws[0].astype(cp.float64)
+    if name == "bf16_gemv":
+        return quant.from_bf16_bits(ws[0], cp).astype(cp.float64)
+    return ref.dequantize(next(s.scheme for s in SPECS if s.name == name), w, cp)
+
+
+class GemvRunner:
+    def __init__(self, spec: KernelSpec, config: dict[str, Any] | None = None, group_size: int = 128) -> None:
+        self.spec = spec
+        self.config = dict(config or {})
+        self.group_size = group_size
+
+    def check(self, M: int, N: int, K: int) -> None:
+        check_shape(self.spec, M, N, K, self.group_size)
+
+    def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
+        self.check(M, N, K)
+        cp = _cupy()
+        name = self.spec.name
+        x, w = random_inputs(name, M, N, K, seed, self.group_size)
+        xs, ws = prepare_x(name, x), prepare_weights(name, w)
+        out = _out_array(name, M, N)
+        cfg = choose_config(name, M, N, K, **self.config)
+        arrays = {f"x{i}": a for i, a in enumerate(xs)} | {f"w{i}": a for i, a in enumerate(ws)}
+        arrays["launch"] = make_launch(name, cfg, M, N, K, xs, ws, out, self.group_size)
+        nbytes = int(sum(a.nbytes for a in xs + ws))
+        y_ref = None
+        if reference:
+            y_ref = cp.asnumpy(ref.matmul_t(x_as_kernel_sees(name, xs), w_as_kernel_sees(name, w, ws), cp))
+        del x, w
+        return Problem(M=M, N=N, K=K, arrays=arrays, out=out, nbytes=nbytes, ref=y_ref)
+
+    def launch(self, problem: Problem) -> None:
+        problem.arrays["launch"]()
+
+    def output(self, problem: Problem) -> Any:
+        return _cupy().asnumpy(out_to_float64(self.spec.name, problem.out))
+
+
+def make_runner(spec: KernelSpec) -> GemvRunner:
+    return GemvRunner(spec)

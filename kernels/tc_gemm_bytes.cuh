@@ -1,0 +1,106 @@
+// The stream-K mainloop shared by the GEMMs whose operands are stored as plain row-major bytes: bf16/fp16 (two
+// bytes per element), int8 and e4m3 (one). x[M,K] and W[N,K] are both "K-contiguous", so in units of 16 bytes they
+// load alike: one k-step is 32 bytes of K (k16 of 16-bit types, k32 of 8-bit ones), and ldmatrix delivers the
+// fragments of mma m16n8k16 (16-bit) and m16n8k32 (s8) from the same addresses. The Op supplies the mma (and any
+// operand conversion) and the epilogue store.
+//
+// Tile: BM x BN outputs per CTA, 128 bytes of K per k-tile, STAGES-deep cp.async pipeline, WM x WN warps, each
+// warp (BM/WM) x (BN/WN) outputs. Shared memory per stage: (BM + BN) * 128 bytes, swizzled.
+#pragma once
+#include "tc_common.cuh"
+
+namespace tc {
+
+constexpr int KTILE_BYTES = 128;
+
+template <class Op, int BM, int BN, int WM, int WN, int STAGES>
+__device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, const unsigned char* __restrict__ B,
+                                           const Params& p, int k_bytes, int evict_first) {
+  constexpr int NT = WM * WN * 32, WTM = BM / WM, WTN = BN / WN, MF = WTM / 16, NF = WTN / 8;
+  constexpr int A_BYTES = BM * KTILE_BYTES, STAGE_BYTES = (BM + BN) * KTILE_BYTES;
+  constexpr int B_CHUNKS = BN * (KTILE_BYTES / 16);
+  static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tile must be a multiple of 16 x 16");
+  static_assert(B_CHUNKS % NT == 0, "B tile chunks must divide among the threads");
+  using Acc = typename Op::Acc;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ int last_flag;
+  const unsigned sbase = smem_addr(smem);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp / WN, wn = warp % WN;
+  const int tiles_n = p.N / BN, ktiles = k_bytes / KTILE_BYTES, mt = blockIdx.y, m0 = mt * BM;
+  const unsigned long long policy = l2_policy(evict_first != 0);
+  const Range range = streamk_range(tiles_n * ktiles);
+
+  for (int it = range.begin; it < range.end;) {
+    const int nt = it / ktiles, k0 = it % ktiles;
+    const int k1 = min(ktiles, k0 + (range.end - it)), nk = k1 - k0, n0 = nt * BN;
+    const unsigned char* Bt = B + static_cast<long long>(n0) * k_bytes;
+
+    auto load_stage = [&](int stage, int kt) {
+      const unsigned sa = sbase + stage * STAGE_BYTES, sb = sa + A_BYTES;
+      load_a_tile<BM, KTILE_BYTES, NT>(sa, A, p.M, m0, k_bytes, static_cast<long long>(kt) * KTILE_BYTES);
+#pragma unroll
+      for (int j = 0; j < B_CHUNKS / NT; ++j) {
+        const int i = j * NT + tid, row = i >> 3, c = i & 7;
+        cp_async16_policy(sb + swz(row, c, KTILE_BYTES),
+                          Bt + static_cast<long long>(row) * k_bytes + kt * KTILE_BYTES + c * 16, policy);
+      }
+    };
+
+    Acc acc[MF][NF][4];
+#pragma unroll
+    for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+      for (int nf = 0; nf < NF; ++nf)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mf][nf][i] = Acc(0);
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < nk) load_stage(s, k0 + s);
+      cp_async_commit();
+    }
+    for (int i = 0; i < nk; ++i) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();  // stage i landed for every thread; stage i-1 is free to refill
+      if (i + STAGES - 1 < nk) load_stage((i + STAGES - 1) % STAGES, k0 + i + STAGES - 1);
+      cp_async_commit();
+      const unsigned sa = sbase + (i % STAGES) * STAGE_BYTES, sb = sa + A_BYTES;
+#pragma unroll
+      for (int ks = 0; ks < KTILE_BYTES / 32; ++ks) {
+        unsigned a[MF][4], b[NF][2];
+#pragma unroll
+        for (int mf = 0; mf < MF; ++mf) ldsm_a<KTILE_BYTES>(sa, wm * WTM + mf * 16, ks, lane, a[mf]);
+#pragma unroll
+        for (int np = 0; np < NF / 2; ++np) {
+          const int row = wn * WTN + np * 16 + ((lane >> 4) << 3) + (lane & 7), chunk = ks * 2 + ((lane >> 3) & 1);
+          ldsm_x4(sb + swz(row, chunk, KTILE_BYTES), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0], b[2 * np + 1][1]);
+        }
+        Op::template mma<MF, NF>(acc, a, b);
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // every warp is done with the stages before the next range refills them
+    finish_tile<Op, MF, NF>(acc, p, m0 + wm * WTM, n0 + wn * WTN, mt * tiles_n + nt, k0, k1, ktiles, &last_flag);
+    it += nk;
+  }
+}
+
+}  // namespace tc
+
+// One extern "C" entry per tile configuration: NAME_m<BM>. Geometry: grid (CTAs, m-tiles), block WM*WN*32,
+// dynamic shared memory STAGES * (BM + BN) * 128 bytes.
+#define TC_BYTES_ENTRY(NAME, OP, BM, BN, WM, WN, STAGES)                                                           \
+  extern "C" __global__ void __launch_bounds__(WM* WN * 32)                                                        \
+      NAME##_m##BM(const unsigned char* __restrict__ A, const unsigned char* __restrict__ B, void* out, void* ws,  \
+                   int* counters, const float* sa, const float* sb, int M, int N, int k_bytes, int evict_first) {  \
+    const tc::Params p{out, ws, counters, sa, sb, M, N};                                                           \
+    tc::gemm_bytes<OP, BM, BN, WM, WN, STAGES>(A, B, p, k_bytes, evict_first);                                     \
+  }
+
+// The four configurations every byte-GEMM instantiates (BM, BN, WM, WN, STAGES).
+#define TC_BYTES_ENTRIES(NAME, OP)                 \
+  TC_BYTES_ENTRY(NAME, OP, 16, 128, 1, 4, 4)       \
+  TC_BYTES_ENTRY(NAME, OP, 32, 128, 1, 4, 4)       \
+  TC_BYTES_ENTRY(NAME, OP, 64, 128, 2, 2, 4)       \
+  TC_BYTES_ENTRY(NAME, OP, 128, 128, 2, 2, 3)

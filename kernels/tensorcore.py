@@ -1,0 +1,254 @@
+"""Tensor-core GEMM kernels for batch 16-256 (mma.sync, stream-K): registry entries and their runners.
+
+Kernels (kernels/tc_*.cu), all y[M, N] = x[M, K] . W[N, K]^T:
+- tc_bf16 / tc_fp16: 16-bit weights and activations, canonical row-major W (no reorder).
+- tc_w4a16: int4 weights (G = 128, fp16 scale and fp16 zero per group) reordered by kernels.pack_tc, fp16 x.
+- tc_w8a8: int8 W (fp32 per-channel scale) x int8 x (fp32 per-token scale), s8 mma with int32 accumulation.
+- tc_fp8: e4m3 W (per channel) x e4m3 x (per token), converted to fp16 in registers for the FP16 mma: not the
+  native FP8 tensor-core path (see the spec's notes).
+Activations are quantized (w8a8, fp8) when the input set is made, outside the timed launch.
+
+The geometry is chosen per M (`tile_config`): BM rows per CTA (16/32/64/128), BN = 128, a persistent grid of
+(SMs x CTAs-per-SM / m-tiles) x m-tiles CTAs, each taking a contiguous range of (n-tile, k-tile) iterations.
+CuPy is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernels.registry import KernelSpec, Problem, check_batch
+from models.errors import InputError
+
+_GEOMETRY = ("block 128 threads; BM x 128 outputs per CTA (BM 16/32/64/128 chosen by M), 128 bytes of K per "
+             "k-tile, {stages}-stage cp.async pipeline; persistent stream-K grid over (n-tile, k-tile) x m-tiles, "
+             "split tiles summed in a 32-bit workspace by the last CTA")
+
+
+def _spec(name: str, scheme: str, source: str, entry: str, notes: str, stages: str = "3-4") -> KernelSpec:
+    return KernelSpec(name=name, scheme=scheme, backend="nvrtc", role="optimized",
+                      runner="kernels.tensorcore:make_runner", m_min=16, m_max=256, min_cc=80, source=source,
+                      entry=entry,
+                      geometry=_GEOMETRY.format(stages=stages), notes=notes)
+
+
+SPECS: tuple[KernelSpec, ...] = (
+    _spec("tc_bf16", "bf16", "tc_gemm_f16.cu", "tc_gemm_bf16",
+          "mma.sync m16n8k16 bf16 -> fp32; W row-major as given; bf16 output"),
+    _spec("tc_fp16", "fp16", "tc_gemm_f16.cu", "tc_gemm_fp16",
+          "mma.sync m16n8k16 f16 -> fp32; W row-major as given; fp16 output"),
+    _spec("tc_w4a16", "w4a16", "tc_gemm_w4a16.cu", "tc_gemm_w4a16",
+          "int4 G=128 reordered offline (kernels.pack_tc), fp16 scale + fp16 zero per group (zero stored as fp16: "
+          "4.25 bits/weight), 0x6400 dequant in registers, weights streamed L2 evict-first; fp16 x and y; "
+          "BM <= 64 (M > 64 runs several m-tiles)", stages="4"),
+    _spec("tc_w8a8", "w8a8", "tc_gemm_w8a8.cu", "tc_gemm_w8a8",
+          "mma.sync m16n8k32 s8 -> s32; fp32 per-channel x per-token rescale in the epilogue; fp16 output; "
+          "activation quantization not timed"),
+    _spec("tc_fp8", "fp8", "tc_gemm_fp8.cu", "tc_gemm_fp8",
+          "NOT native FP8: e4m3 weights and activations converted to fp16 in registers (exact), FP16 mma.sync "
+          "m16n8k16 (sm_90 mma.sync e4m3 is emulated; wgmma not used); per-channel x per-token fp32 scales; fp16 "
+          "output; activation quantization not timed"),
+)
+
+# scheme -> (element bytes of x and W as the kernel reads them, K multiple, output dtype name)
+_LAYOUT: dict[str, tuple[int, int, str]] = {
+    "bf16": (2, 64, "bf16"), "fp16": (2, 64, "float16"), "w4a16": (2, 128, "float16"),
+    "w8a8": (1, 128, "float16"), "fp8": (1, 128, "float16"),
+}
+BN = 128
+_BYTE_TILES = {16: 4, 32: 4, 64: 4, 128: 3}  # BM -> pipeline stages (tc_gemm_bytes.cuh TC_BYTES_ENTRIES)
+_W4_TILES = {16: 4, 32: 4, 64: 4}
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    bm: int
+    stages: int
+    m_tiles: int
+    smem_bytes: int  # dynamic shared memory per CTA
+    threads: int = 128
+
+
+def tile_config(scheme: str, M: int) -> TileConfig:
+    """The tile shape used for batch M (pure arithmetic, no GPU)."""
+    tiles = _W4_TILES if scheme == "w4a16" else _BYTE_TILES
+    bm = next((b for b in sorted(tiles) if M <= b), max(tiles))
+    stages = tiles[bm]
+    if scheme == "w4a16":
+        smem = stages * (bm * 256 + BN * 64 + BN * 4)
+    else:
+        smem = stages * (bm + BN) * 128
+    return TileConfig(bm, stages, math.ceil(M / bm), smem)
+
+
+def check_shape(spec: KernelSpec, M: int, N: int, K: int) -> None:
+    check_batch(spec, M)
+    _, k_mult, _ = _LAYOUT[spec.scheme]
+    if N <= 0 or K <= 0 or N % BN or K % k_mult:
+        raise InputError(f"kernel {spec.name} needs N a multiple of {BN} and K a multiple of {k_mult}, "
+                         f"got N={N}, K={K}")
+
+
+def grid_ctas(tiles_n: int, ktiles: int, m_tiles: int, sms: int, per_sm: int) -> int:
+    """CTAs per m-tile of the persistent grid: fill sms * per_sm slots, never more than there are iterations."""
+    return max(1, min(tiles_n * ktiles, (sms * per_sm) // m_tiles))
+
+
+class TensorCoreRunner:
+    """Runner (kernels.registry protocol) for one tensor-core kernel; `per_sm` overrides the CTAs per SM."""
+
+    def __init__(self, spec: KernelSpec, per_sm: int | None = None):
+        self.spec = spec
+        self.per_sm = per_sm
+        self._kernels: dict[int, Any] = {}
+
+    # -- geometry
+    def _kernel(self, cfg: TileConfig) -> Any:
+        from kernels import build
+
+        if cfg.bm not in self._kernels:
+            fn = build.function(self.spec.source, f"{self.spec.entry}_m{cfg.bm}")
+            fn.max_dynamic_shared_size_bytes = cfg.smem_bytes
+            self._kernels[cfg.bm] = fn
+        return self._kernels[cfg.bm]
+
+    def _ctas_per_sm(self, fn: Any, cfg: TileConfig) -> int:
+        import cupy
+
+        if self.per_sm:
+            return self.per_sm
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        smem_sm = int(props.get("sharedMemPerMultiprocessor", 233472))
+        regs_sm = int(props.get("regsPerMultiprocessor", 65536))
+        regs = max(1, int(getattr(fn, "num_regs", 255)))
+        by_regs = regs_sm // (((regs + 7) // 8) * 8 * cfg.threads)
+        by_smem = smem_sm // (cfg.smem_bytes + 1024 + int(getattr(fn, "shared_size_bytes", 0)))
+        return max(1, min(by_regs, by_smem, 4))
+
+    # -- Runner protocol
+    def check(self, M: int, N: int, K: int) -> None:
+        check_shape(self.spec, M, N, K)
+
+    def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
+        import cupy
+
+        from kernels import quant
+        from kernels import reference as ref_mod
+
+        self.check(M, N, K)
+        scheme = self.spec.scheme
+        cfg = tile_config(scheme, M)
+        fn = self._kernel(cfg)
+        rs = cupy.random.RandomState(seed)
+        x = rs.standard_normal((M, K), dtype=cupy.float32)
+        arrays: dict[str, Any] = {}
+        ref = None
+        qerr = float("nan")
+        if scheme in ("bf16", "fp16"):
+            w = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
+            if scheme == "bf16":
+                arrays["x"], arrays["w"] = quant.to_bf16_bits(x, cupy), quant.to_bf16_bits(w, cupy)
+                xk = quant.from_bf16_bits(arrays["x"], cupy)
+                wk = quant.from_bf16_bits(arrays["w"], cupy)
+            else:
+                arrays["x"], arrays["w"] = x.astype(cupy.float16), w.astype(cupy.float16)
+                xk, wk = arrays["x"], arrays["w"]
+            if reference:
+                ref = ref_mod.matmul_t(xk, wk, cupy)
+        elif scheme == "w4a16":
+            from kernels import pack_tc
+
+            if reference:
+                wf = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
+                q = quant.quantize_w4(wf, 128, cupy)
+            else:
+                q = quant.random_w4(N, K, 128, seed, cupy)
+            packed = pack_tc.pack_w4(q, cupy)
+            arrays["x"] = x.astype(cupy.float16)
+            arrays["w"], arrays["sz"] = packed.words, packed.scale_zero
+            if reference:
+                ref = ref_mod.reference_dequant(arrays["x"], "w4a16", q, cupy)
+                qerr = ref_mod.rel_error(ref, ref_mod.matmul_t(arrays["x"], wf, cupy), cupy)
+        elif scheme == "w8a8":
+            if reference:
+                wf = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
+                qw = quant.quantize_w8(wf, cupy)
+            else:
+                qw = quant.random_w8(N, K, seed, cupy)
+            xq, xs = quant.quantize_act_int8(x, cupy)
+            arrays["x"], arrays["w"] = xq, qw.codes
+            arrays["sa"], arrays["sb"] = xs.astype(cupy.float32), qw.scales.astype(cupy.float32)
+            if reference:
+                ref = ref_mod.matmul_t(quant.dequantize_act_int8(xq, xs, cupy), quant.dequantize_w8(qw, cupy), cupy)
+                qerr = ref_mod.rel_error(ref, ref_mod.matmul_t(x, wf, cupy), cupy)
+        elif scheme == "fp8":
+            if reference:
+                wf = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
+                qw = quant.quantize_fp8(wf, "channel", cupy)
+            else:
+                qw = quant.random_fp8(N, K, "channel", seed, cupy)
+            qx = quant.quantize_fp8(x, "channel", cupy)  # one scale per row of x: per token
+            arrays["x"], arrays["w"] = qx.codes, qw.codes
+            arrays["sa"] = qx.scales.astype(cupy.float32)
+            arrays["sb"] = cupy.broadcast_to(qw.scales.astype(cupy.float32), (N,)).copy()
+            if reference:
+                ref = ref_mod.matmul_t(quant.dequantize_fp8(qx, cupy), quant.dequantize_fp8(qw, cupy), cupy)
+                qerr = ref_mod.rel_error(ref, ref_mod.matmul_t(x, wf, cupy), cupy)
+        else:
+            raise InputError(f"no tensor-core kernel for scheme {scheme!r}")
+
+        nbytes = sum(int(a.nbytes) for a in arrays.values())
+        out_dtype = cupy.uint16 if scheme == "bf16" else cupy.float16
+        out = cupy.empty((M, N), dtype=out_dtype)
+        tiles_n, ktiles = N // BN, (K * _LAYOUT[scheme][0]) // 128
+        arrays["ws"] = cupy.zeros((M, N), dtype=cupy.int32 if scheme == "w8a8" else cupy.float32)
+        arrays["counters"] = cupy.zeros(cfg.m_tiles * tiles_n, dtype=cupy.int32)
+        if "sa" not in arrays:
+            arrays["sa"] = arrays["sb"] = cupy.ones(1, dtype=cupy.float32)  # unused by the kernel
+        ctas = grid_ctas(tiles_n, ktiles, cfg.m_tiles, *self._sms_and_per_sm(fn, cfg))
+        ref_host = cupy.asnumpy(ref) if ref is not None else None
+        problem = Problem(M, N, K, arrays, out, nbytes, ref_host, qerr)
+        # launch geometry rides on the problem (not in `arrays`, which holds device arrays only)
+        problem.tc_launch = ((ctas, cfg.m_tiles), (cfg.threads,), cfg.smem_bytes, 1 if cfg.m_tiles == 1 else 0)
+        return problem
+
+    def _sms_and_per_sm(self, fn: Any, cfg: TileConfig) -> tuple[int, int]:
+        import cupy
+
+        sms = int(cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"])
+        return sms, self._ctas_per_sm(fn, cfg)
+
+    def launch(self, problem: Problem) -> None:
+        import numpy
+
+        a = problem.arrays
+        grid, block, smem, evict_first = problem.tc_launch
+        M, N, K = problem.M, problem.N, problem.K
+        fn = self._kernel(tile_config(self.spec.scheme, M))
+        i32 = numpy.int32
+        if self.spec.scheme == "w4a16":
+            args = (a["x"], a["w"], a["sz"], problem.out, a["ws"], a["counters"], i32(M), i32(N), i32(K),
+                    i32(evict_first))
+        else:
+            k_bytes = K * _LAYOUT[self.spec.scheme][0]
+            args = (a["x"], a["w"], problem.out, a["ws"], a["counters"], a["sa"], a["sb"], i32(M), i32(N),
+                    i32(k_bytes), i32(evict_first))
+        fn(grid, block, args, shared_mem=smem)
+
+    def output(self, problem: Problem) -> np.ndarray:
+        import cupy
+
+        from kernels import quant
+
+        y = cupy.asnumpy(problem.out)
+        if self.spec.scheme == "bf16":
+            return quant.from_bf16_bits(y).astype(np.float64)
+        return y.astype(np.float64)
+
+
+def make_runner(spec: KernelSpec, per_sm: int | None = None) -> TensorCoreRunner:
+    return TensorCoreRunner(spec, per_sm)

@@ -1,0 +1,182 @@
+import math
+
+import pytest
+
+from models.errors import InputError
+from tests.fakes_profiler import FAKE_SPEC, FakeNvmlDevice, FakeRunner, FakeTimer
+from workbench import store
+from workbench.cli import main
+from workbench.environment import Environment
+from workbench.nvml import NvmlSampler
+from workbench.profiler import (
+    Point,
+    Shape,
+    check_memory,
+    default_shapes,
+    plan,
+    run_sweep,
+    select_kernels,
+)
+from workbench.timing import TimingConfig
+
+ENV = Environment("Fake GPU", "", "GPU-fake-0001", "9.0", 4, 1 << 16, 1 << 30, "0.0", "13.0", "14.2", "", "abc")
+CFG = TimingConfig(budget_s=0.01, sample_s=1e-4)
+SHAPES = [Shape("", 32, 16), Shape("toy/layer", 64, 32)]
+
+
+def sweep(points, out, runner, **kw):
+    return run_sweep(points, out, ENV, cfg=CFG, timer=FakeTimer(runner), runner_factory=lambda name: runner,
+                     sampler=NvmlSampler(device=FakeNvmlDevice()), progress=False, log=lambda m: None, **kw)
+
+
+def test_default_shapes_dedupe_chapter_and_o_proj():
+    shapes = default_shapes()
+    assert [(s.N, s.K) for s in shapes] == [(4096, 4096), (12288, 4096), (22016, 4096), (4096, 11008)]
+
+
+def test_plan_respects_supported_batches():
+    points = plan([FAKE_SPEC], SHAPES, [1, 8, 16, 32, 256], cc=90)
+    assert {p.M for p in points} == {1, 8, 16}
+    assert len(points) == 6
+    assert plan([FAKE_SPEC], SHAPES, [1], cc=70) == []  # below min_cc
+    with pytest.raises(InputError):
+        plan([FAKE_SPEC], SHAPES, [0], cc=90)
+
+
+def test_unknown_names_are_input_errors():
+    with pytest.raises(InputError, match="unknown scheme"):
+        select_kernels(["fp64"])
+    with pytest.raises(InputError, match="unknown kernel"):
+        select_kernels([], ["no_such_kernel"])
+    with pytest.raises(InputError, match="nvfp4"):
+        select_kernels(["nvfp4"])
+
+
+def test_too_large_for_memory_refused_before_allocating():
+    huge = Point(FAKE_SPEC, Shape("", 1_000_000, 1_000_000), 1)
+    with pytest.raises(InputError, match="device memory"):
+        check_memory([huge], free_bytes=140 << 30, l2_bytes=60 << 20, cfg=CFG)
+    check_memory([Point(FAKE_SPEC, Shape("", 4096, 4096), 1)], free_bytes=140 << 30, l2_bytes=60 << 20, cfg=CFG)
+
+
+def test_sweep_writes_rows_with_schema_and_bytes(tmp_path):
+    runner = FakeRunner()
+    out = tmp_path / "sweep.parquet"
+    res = sweep(plan([FAKE_SPEC], SHAPES, [1, 4], 90), out, runner, calibration_sm_clock_hz=1.98e9)
+    assert res.measured == 4 and res.skipped_done == 0
+    df = store.load_measurements(out)
+    assert len(df) == 4 and (df["run_id"] == res.run_id).all()
+    r = df[(df["N"] == 64) & (df["M"] == 4)].iloc[0]
+    assert r["bytes"] == 4 * (64 * 32 + 4 * 32 + 4 * 64) and r["flops"] == 2 * 4 * 64 * 32
+    assert r["layer"] == "toy/layer" and r["mode"] == "cold" and r["gpu_uuid"] == "GPU-fake-0001"
+    assert r["time_median_s"] == pytest.approx(10e-6)
+    assert r["sm_clock_median_hz"] == 1980e6 and not r["throttled"]
+    assert r["ref_error_rel"] < 1e-6 and r["n_samples"] >= 10
+    assert not store.journal_path(out).exists()
+    assert set(res.phases) >= {"make", "loop", "store"}
+
+
+class Interrupt(FakeRunner):
+    """Raises KeyboardInterrupt when asked to make the input sets of the `after`-th point."""
+
+    def __init__(self, after):
+        super().__init__()
+        self.after = after
+        self.points = 0
+
+    def make(self, M, N, K, *, seed, reference):
+        if reference:
+            self.points += 1
+            if self.points > self.after:
+                raise KeyboardInterrupt
+        return super().make(M, N, K, seed=seed, reference=reference)
+
+
+def test_interrupted_sweep_keeps_points_and_resumes(tmp_path):
+    out = tmp_path / "sweep.parquet"
+    points = plan([FAKE_SPEC], SHAPES, [1, 2, 4], 90)
+    with pytest.raises(KeyboardInterrupt):
+        sweep(points, out, Interrupt(after=2))
+    kept = store.load_measurements(out)
+    assert len(kept) == 2
+    runner = FakeRunner()
+    res = sweep(points, out, runner)
+    assert res.skipped_done == 2 and res.measured == len(points) - 2
+    df = store.load_measurements(out)
+    assert len(df) == len(points) and df["run_id"].nunique() == 1  # a resumed sweep keeps its id
+    res = sweep(points, out, FakeRunner())
+    assert res.measured == 0 and res.skipped_done == len(points)
+    res = sweep(points, out, FakeRunner(), fresh=True)
+    assert res.measured == len(points)
+
+
+def test_killed_sweep_journal_is_folded_on_resume(tmp_path):
+    out = tmp_path / "sweep.parquet"
+    points = plan([FAKE_SPEC], SHAPES[:1], [1, 2], 90)
+    sweep(points[:1], out, FakeRunner())
+    # simulate a kill after one more journal append: a journal beside the Parquet, never folded
+    first = store.load_measurements(out).iloc[0].to_dict()
+    out.unlink()
+    store.append_journal(store.journal_path(out), first)
+    res = sweep(points, out, FakeRunner())
+    assert res.skipped_done == 1 and res.measured == 1
+
+
+def test_refused_shape_skipped_and_failures_recorded(tmp_path):
+    runner = FakeRunner(refuse_k=32)
+    res = sweep(plan([FAKE_SPEC], SHAPES, [1], 90), tmp_path / "a.parquet", runner)
+    assert res.measured == 1 and len(res.refused) == 1 and "refused" in res.refused[0]
+
+    class Broken(FakeRunner):
+        def launch(self, p):
+            raise RuntimeError("illegal address")
+
+    res = sweep(plan([FAKE_SPEC], SHAPES, [1], 90), tmp_path / "b.parquet", Broken())
+    assert res.measured == 0 and len(res.failed) == 2
+
+
+def test_nvml_absent_columns_empty(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    runner = FakeRunner()
+    res = run_sweep(plan([FAKE_SPEC], SHAPES[:1], [1], 90), tmp_path / "a.parquet", ENV, cfg=CFG,
+                    timer=FakeTimer(runner), runner_factory=lambda n: runner, sampler=NvmlSampler(), progress=False,
+                    log=lambda m: None)
+    assert "NVML unavailable" in res.nvml_warning
+    r = res.frame.iloc[0]
+    assert math.isnan(r["sm_clock_median_hz"]) and r["clock_reasons"] == ""
+    assert res.frame["throttled"].isna().iloc[0]
+
+
+def _has_gpu():
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def test_cli_errors(tmp_path, capsys):
+    assert main(["profile", "--scheme", "fp64"]) == 2
+    assert "unknown scheme" in capsys.readouterr().err
+    assert main(["profile", "--kernel", "nope"]) == 2
+    assert "unknown kernel" in capsys.readouterr().err
+    assert main(["profile", "--shape", "12x"]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["profile", "--scheme", "fp32", "--out", str(blocker / "x.parquet")]) in (2,)
+    err = capsys.readouterr().err
+    assert "cannot write" in err or "no registered kernel" in err
+    assert main(["profile", "--out", str(tmp_path / "x.csv")]) == 2
+
+
+@pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU")
+def test_cli_without_gpu_says_what_still_works(capsys):
+    assert main(["env"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "predict" in err and "dashboard" in err
+    assert main(["calibrate", "--out", "/tmp/wb-cal-test"]) == 2
+    assert "predict" in capsys.readouterr().err

@@ -1,0 +1,237 @@
+"""`workbench export`, `workbench validate` and `workbench report`: predicted vs measured, CSVs and hypotheses.
+
+Everything reads the shipped data directory (`--data`, default the repository's `data/`): measurements under
+`measurements/`, calibrations under `calibration/`, hypotheses under `hypotheses/`. CSVs are SI units at full
+precision (columns in docs/columns.md), written atomically. Exit codes: 0 ok, 1 a hypothesis failed (validate), 2 bad
+input.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+
+from models.errors import InputError
+
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+TABLES = ("comparison", "speedups", "crossovers", "errors")
+SOURCES = {"measured": ("measured",), "predicted": ("predicted",), "both": ("measured", "predicted")}
+
+
+# ---------------------------------------------------------------------------------------------------- loading
+def load_comparison(data_dir: Path) -> tuple[pd.DataFrame, dict]:
+    """(comparison of every measured point under data_dir, calibrations by gpu_key)."""
+    from models.hardware import load_calibrations
+    from workbench.compare import compare_points
+    from workbench.store import load_measurements
+
+    if not Path(data_dir).is_dir():
+        raise InputError(f"{data_dir}: no such data directory; give --data DIR holding measurements/")
+    measured = load_measurements(data_dir) if (Path(data_dir) / "measurements").is_dir() else None
+    calibrations = load_calibrations(data_dir)
+    if measured is None:
+        from workbench.store import empty_measurements
+
+        measured = empty_measurements()
+    return compare_points(measured, calibrations=calibrations), calibrations
+
+
+def _check_filters(comparison: pd.DataFrame, gpu, scheme, kernel, shape, batch) -> list[tuple[int, int]]:
+    from models.hardware import load_gpus
+    from models.schemes import SCHEME_NAMES
+    from models.workloads import parse_shape
+    from workbench.hypotheses import known_kernels
+
+    gpus = load_gpus()
+    for g in gpu or []:
+        if g not in gpus:
+            raise InputError(f"unknown --gpu {g!r}; valid: {', '.join(sorted(gpus))}")
+    for s in scheme or []:
+        if s not in SCHEME_NAMES:
+            raise InputError(f"unknown --scheme {s!r}; valid: {', '.join(SCHEME_NAMES)}")
+    known = known_kernels(comparison)
+    for k in kernel or []:
+        if k not in known:
+            raise InputError(f"unknown --kernel {k!r}; valid: {', '.join(sorted(known))}")
+    for m in batch or []:
+        if m < 1:
+            raise InputError(f"--batch {m} is not a batch size; give a positive integer")
+    return [tuple(parse_shape(s)) for s in shape or []]
+
+
+def filter_points(df: pd.DataFrame, *, gpu=None, scheme=None, kernel=None, shapes=None, batch=None) -> pd.DataFrame:
+    """Rows matching every given filter (each a list; None or empty = no filter)."""
+    keep = pd.Series(True, index=df.index)
+    if gpu and "gpu_key" in df:
+        keep &= df["gpu_key"].isin(gpu)
+    if scheme and "scheme" in df:
+        keep &= df["scheme"].isin(scheme)
+    if kernel and "kernel" in df:
+        keep &= df["kernel"].isin(kernel)
+    if shapes and "N" in df:
+        pairs = list(zip(df["N"].astype(int), df["K"].astype(int), strict=True))
+        keep &= pd.Series([p in set(shapes) for p in pairs], index=df.index, dtype=bool)
+    if batch and "M" in df:
+        keep &= df["M"].isin(batch)
+    return df[keep].reset_index(drop=True)
+
+
+def _write_csv(frame: pd.DataFrame, out: str) -> None:
+    text = frame.to_csv(index=False)
+    if out == "-":
+        sys.stdout.write(text)
+        return
+    from workbench.store import atomic_write_bytes
+
+    path = Path(out)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory; give a file name ending in .csv")
+    try:
+        atomic_write_bytes(path, text.encode())
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    typer.echo(f"wrote {len(frame)} rows to {path}", err=True)
+
+
+# ---------------------------------------------------------------------------------------------------- commands
+GpuOpt = Annotated[list[str] | None, typer.Option("--gpu", help="GPU key(s), e.g. h200-sxm")]
+DataOpt = Annotated[Path, typer.Option("--data", help="data directory (measurements/, calibration/, hypotheses/)")]
+
+
+def export(
+    out: Annotated[str, typer.Argument(help="output .csv file, or - for stdout")],
+    table: Annotated[str, typer.Option("--table", help="comparison | speedups | crossovers | errors")] = "comparison",
+    rollup: Annotated[str | None, typer.Option("--rollup", help="roll-up of MODEL instead")] = None,
+    gpu: GpuOpt = None,
+    scheme: Annotated[list[str] | None, typer.Option("--scheme", help="scheme(s)")] = None,
+    kernel: Annotated[list[str] | None, typer.Option("--kernel", help="kernel name(s)")] = None,
+    shape: Annotated[list[str] | None, typer.Option("--shape", help="NxK weight shape(s)")] = None,
+    batch: Annotated[list[int] | None, typer.Option("--batch", help="batch size(s) M")] = None,
+    baseline: Annotated[str, typer.Option("--baseline", help="speedup baseline: a kernel or a scheme")] = "cublas_bf16",
+    mode: Annotated[str, typer.Option("--mode", help="cold | hot (for --rollup)")] = "cold",
+    data: DataOpt = DATA_DIR,
+) -> None:
+    """Write the predicted-vs-measured comparison (or speedups, crossovers, error summary, model roll-up) as CSV."""
+    from workbench.compare import error_summary, rollup_measured
+    from workbench.speedup import crossovers, speedups
+
+    if table not in TABLES:
+        raise InputError(f"unknown --table {table!r}; valid: {', '.join(TABLES)}")
+    if mode not in ("cold", "hot"):
+        raise InputError(f"unknown --mode {mode!r}; valid: cold, hot")
+    if out != "-" and not out.endswith(".csv"):
+        raise InputError(f"output {out!r} must end in .csv (or be - for stdout)")
+    comparison, calibrations = load_comparison(data)
+    shapes = _check_filters(comparison, gpu, scheme, kernel, shape, batch)
+    if rollup is not None:
+        if kernel or shape:
+            raise InputError("--kernel and --shape do not apply to --rollup (it uses the model's layers)")
+        frames = [
+            rollup_measured(comparison, rollup, gpu_key=g, schemes=scheme or None, batches=batch or None,
+                            calibrations=calibrations, mode=mode)
+            for g in (gpu or [None])
+        ]  # fmt: skip
+        _write_csv(pd.concat(frames, ignore_index=True), out)
+        return
+    scoped = filter_points(comparison, gpu=gpu, shapes=shapes, batch=batch)
+    if table == "comparison":
+        result = filter_points(scoped, scheme=scheme, kernel=kernel)
+    elif table == "errors":
+        result = error_summary(filter_points(scoped, scheme=scheme, kernel=kernel))
+    else:
+        sp = speedups(scoped, baseline) if len(scoped) else speedups(scoped)
+        sp = filter_points(sp, scheme=scheme, kernel=kernel)
+        result = sp if table == "speedups" else crossovers(sp)
+    _write_csv(result, out)
+
+
+def _verdicts(data: Path, hypotheses: list[Path] | None, source: str, gpu: list[str] | None):
+    from workbench.hypotheses import default_files, evaluate_all, load_hypotheses
+
+    if source not in SOURCES:
+        raise InputError(f"unknown --source {source!r}; valid: {', '.join(SOURCES)}")
+    files = list(hypotheses) if hypotheses else default_files(data)
+    if not files:
+        raise InputError(f"no hypothesis files in {Path(data) / 'hypotheses'}; give --hypotheses FILE")
+    hyps = load_hypotheses(files)
+    comparison, _ = load_comparison(data)
+    _check_filters(comparison, gpu, None, None, None, None)
+    if gpu:
+        comparison = filter_points(comparison, gpu=gpu)
+    return hyps, comparison, evaluate_all(hyps, comparison, sources=SOURCES[source]), files
+
+
+def _print_verdicts(results: pd.DataFrame) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from workbench.hypothesis_eval import format_number
+
+    colors = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}
+    table = Table(title="hypotheses", show_lines=False)
+    for col in ("id", "gpu", "source", "verdict", "value [low, high]", "threshold", "deciding instance"):
+        table.add_column(col, overflow="fold")
+    for r in results.itertuples(index=False):
+        unit = "%" if r.kind in ("model_error", "bandwidth") else ""
+        value = format_number(r.value, unit)
+        if pd.notna(r.low) and pd.notna(r.high) and r.low != r.high:
+            value += f" [{format_number(r.low, unit)}, {format_number(r.high, unit)}]"
+        verdict = f"[{colors[r.verdict]}]{r.verdict}[/]"
+        table.add_row(r.id, r.gpu_key or "—", r.source, verdict, value, r.threshold, r.detail)
+    console = Console(width=max(Console().width, 160))
+    console.print(table)
+    counts = results["verdict"].value_counts()
+    console.print(" · ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", "inconclusive")))
+
+
+def validate(
+    hypotheses: Annotated[
+        list[Path] | None, typer.Option("--hypotheses", help="TOML file(s); default data/hypotheses/*.toml")
+    ] = None,
+    source: Annotated[str, typer.Option("--source", help="measured | predicted | both")] = "both",
+    html: Annotated[Path | None, typer.Option("--html", help="also write a self-contained HTML report")] = None,
+    csv: Annotated[str | None, typer.Option("--csv", help="also write the verdicts as CSV")] = None,
+    gpu: GpuOpt = None,
+    data: DataOpt = DATA_DIR,
+) -> None:
+    """Evaluate the speedup hypotheses per GPU on measured data and on predictions; exit 1 when any fails."""
+    if html is not None and html.suffix.lower() not in (".html", ".htm"):
+        raise InputError(f"--html {html} must end in .html")
+    hyps, comparison, results, files = _verdicts(data, hypotheses, source, gpu)
+    _print_verdicts(results)
+    if csv is not None:
+        _write_csv(results, csv)
+    if html is not None:
+        from workbench.report import write_report
+
+        write_report(html, results, comparison, hyps, files)
+        typer.echo(f"wrote {html}", err=True)
+    if (results["verdict"] == "fail").any():
+        raise typer.Exit(1)
+
+
+def report(
+    out: Annotated[Path, typer.Argument(help="output .html file")],
+    hypotheses: Annotated[list[Path] | None, typer.Option("--hypotheses", help="TOML file(s)")] = None,
+    source: Annotated[str, typer.Option("--source", help="measured | predicted | both")] = "both",
+    gpu: GpuOpt = None,
+    data: DataOpt = DATA_DIR,
+) -> None:
+    """Write one self-contained HTML page: the verdict table and the key figures (exit 0 whatever the verdicts)."""
+    from workbench.report import write_report
+
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise InputError(f"{out} must end in .html")
+    hyps, comparison, results, files = _verdicts(data, hypotheses, source, gpu)
+    write_report(out, results, comparison, hyps, files)
+    typer.echo(f"wrote {out}: {len(results)} verdicts", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export)
+    app.command("validate")(validate)
+    app.command("report")(report)

@@ -1,0 +1,250 @@
+"""`workbench predict`, `workbench gpus`, `workbench schemes`: the analytical model and its catalogues on the command
+line. Tables are formatted (µs, GB/s, TFLOP/s); `--csv` writes the same rows in SI units, atomically."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+
+from models.errors import InputError
+from workbench.format import (
+    fmt_bandwidth,
+    fmt_bytes,
+    fmt_clock,
+    fmt_flops_rate,
+    fmt_intensity,
+    fmt_ratio,
+    fmt_time,
+)
+
+DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+DEFAULT_SHAPE = "22016x4096"
+TIERS = {"datasheet": "time_datasheet_s", "calibrated": "time_calibrated_s", "floor": "time_floor_s"}
+BOUND_COL = {"datasheet": "bound_datasheet", "calibrated": "bound_calibrated", "floor": "bound_calibrated"}
+POINT_CSV_COLUMNS = (
+    "gpu", "scheme", "layer", "M", "N", "K", "group_size", "weight_bytes", "scale_bytes", "act_bytes", "out_bytes",
+    "bytes", "flops", "intensity", "compute_unit_used", "bandwidth_bytes_per_s", "peak_flops_per_s", "ridge",
+    "t_memory_s", "t_compute_s", "time_datasheet_s", "bound_datasheet", "attainable_flops", "t_dequant_s",
+    "compute_unit_calibrated", "bandwidth_calibrated", "peak_calibrated", "time_calibrated_s", "bound_calibrated",
+    "floor_s", "time_floor_s", "time_s", "achieved_bytes_per_s", "baseline",
+    "time_baseline_s", "speedup",
+)
+
+
+def _split(values: list[str] | None) -> list[str]:
+    """Repeated options and comma lists alike: ['a,b', 'c'] -> ['a', 'b', 'c']."""
+    return [part.strip() for v in values or [] for part in str(v).split(",") if part.strip()]
+
+
+def parse_batches(values: list[str] | None) -> list[int]:
+    items = _split(values)
+    if not items:
+        return list(DEFAULT_BATCHES)
+    batches = []
+    for item in items:
+        try:
+            m = int(item)
+        except ValueError:
+            raise InputError(f"batch {item!r} is not an integer; give positive integers, e.g. --batch 1,8,64") from None
+        if m <= 0:
+            raise InputError(f"batch M={m} must be a positive integer (M >= 1)")
+        batches.append(m)
+    return sorted(set(batches))
+
+
+def _resolve_names(gpus: list[str] | None, schemes: list[str] | None) -> tuple[list[str], list[str]]:
+    from models.hardware import get_gpu
+    from models.schemes import SCHEME_NAMES, all_schemes, get_scheme
+
+    gpu_keys = [get_gpu(g).key for g in _split(gpus)] or ["h200-sxm"]
+    names = _split(schemes)
+    if not names:
+        names = [s.name for s in all_schemes(runnable_only=True)]
+    elif names == ["all"]:
+        names = list(SCHEME_NAMES)
+    for n in names:
+        get_scheme(n)  # unknown name -> InputError listing the valid ones
+    return list(dict.fromkeys(gpu_keys)), list(dict.fromkeys(names))
+
+
+def _calibrations(tier: str, data_dir: Path | None, gpu_keys: list[str]) -> dict:
+    from models.hardware import load_calibrations
+
+    if tier not in TIERS:
+        raise InputError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
+    cals = load_calibrations(data_dir)
+    if tier != "datasheet":
+        missing = [g for g in gpu_keys if g not in cals]
+        if missing:
+            raise InputError(f"no calibration for {', '.join(missing)} in {data_dir or 'data'}/calibration; run "
+                             f"`workbench calibrate` on that GPU or use --tier datasheet")
+    return cals
+
+
+def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
+    """Write to a temporary file beside `path`, then rename: never a half-written CSV."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"cannot write {path}: folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", newline="") as handle:
+            frame.to_csv(handle, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], shape: str | None,
+                   model: str | None, baseline: str, group_size: int | None, tier: str,
+                   calibrations: dict) -> pd.DataFrame:
+    """Per-GEMM predictions for the CLI: a bare shape, or each distinct layer of a model at M = batch."""
+    from models.roofline import predict, speedup
+    from models.workloads import get_model, parse_shape
+
+    if model is not None:
+        layers = [(layer.name, layer.N, layer.K) for layer in get_model(model).layers]
+    else:
+        n, k = parse_shape(shape or DEFAULT_SHAPE)
+        layers = [("", n, k)]
+    names = schemes if baseline in schemes else [*schemes, baseline]
+    rows = [(g, s, name, m, n, k) for g in gpu_keys for s in names for name, n, k in layers for m in batches]
+    points = pd.DataFrame(rows, columns=["gpu", "scheme", "layer", "M", "N", "K"])
+    if group_size is not None:
+        points["group_size"] = group_size
+    pred = speedup(predict(points, calibrations or None), baseline, TIERS[tier])
+    pred["time_s"] = pred[TIERS[tier]]
+    pred["achieved_bytes_per_s"] = pred["bytes"] / pred["time_s"]
+    pred["baseline"] = baseline
+    return pred[pred["scheme"].isin(schemes)].reset_index(drop=True)
+
+
+def _console():
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=220)
+
+
+def _print_points(pred: pd.DataFrame, tier: str, title: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    show_layer = pred["layer"].astype(str).str.len().gt(0).any()
+    headers = ["GPU", "scheme", *(["layer"] if show_layer else []), "N×K", "M", "bytes", "time", "GB/s", "TFLOP/s",
+               "FLOP/B", "bound", "ceiling", f"vs {pred['baseline'].iloc[0]}"]
+    for h in headers:
+        table.add_column(h, justify="left" if h in ("GPU", "scheme", "layer", "bound", "ceiling") else "right")
+    for r in pred.itertuples(index=False):
+        table.add_row(r.gpu, r.scheme, *([r.layer] if show_layer else []), f"{r.N}×{r.K}", str(r.M),
+                      fmt_bytes(r.bytes), fmt_time(r.time_s), fmt_bandwidth(r.achieved_bytes_per_s),
+                      fmt_flops_rate(r.flops / r.time_s), fmt_intensity(r.intensity),
+                      str(getattr(r, BOUND_COL[tier])),
+                      r.compute_unit_used if tier == "datasheet" else r.compute_unit_calibrated, fmt_ratio(r.speedup))
+    _console().print(table)
+
+
+def _print_rollup(out: pd.DataFrame, title: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for h in ("GPU", "scheme", "batch", "time/step", "tokens/s", "bytes/step", "speedup"):
+        table.add_column(h, justify="left" if h in ("GPU", "scheme") else "right")
+    for r in out.itertuples(index=False):
+        table.add_row(r.gpu, r.scheme, str(r.batch), fmt_time(r.time_step_s), f"{r.tokens_per_s:,.0f}",
+                      fmt_bytes(r.bytes_step), fmt_ratio(r.speedup))
+    _console().print(table)
+
+
+def predict_command(
+    gpu: Annotated[list[str] | None, typer.Option("--gpu", help="GPU key or CUDA name (repeatable, comma list)")]
+    = None,
+    scheme: Annotated[list[str] | None, typer.Option("--scheme", help="scheme (repeatable); 'all' adds fp4")] = None,
+    batch: Annotated[list[str] | None, typer.Option("--batch", "-M", help="batch sizes M (repeatable, comma list)")]
+    = None,
+    shape: Annotated[str | None, typer.Option("--shape", help="weight N×K, e.g. 22016x4096")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="an LLM's linear layers, e.g. llama-2-7b")] = None,
+    baseline: Annotated[str, typer.Option("--baseline", help="scheme the speedup is relative to")] = "bf16",
+    group_size: Annotated[int | None, typer.Option("--group-size", help="group size G (w4a16, w8a16)")] = None,
+    tier: Annotated[str, typer.Option("--tier", help="datasheet | calibrated | floor")] = "datasheet",
+    rollup: Annotated[bool, typer.Option("--rollup", help="with --model: time per step and tokens/s")] = False,
+    csv: Annotated[Path | None, typer.Option("--csv", help="also write the rows to this CSV (SI units)")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="folder holding calibration/")] = None,
+) -> None:
+    """Predict decode GEMM/GEMV time per GPU, scheme and batch with the roofline model."""
+    from models.schemes import get_scheme
+
+    if shape is not None and model is not None:
+        raise InputError("give either --shape or --model, not both")
+    if rollup and model is None:
+        raise InputError("--rollup needs --model (e.g. --model llama-2-7b)")
+    gpu_keys, schemes = _resolve_names(gpu, scheme)
+    get_scheme(baseline)
+    batches = parse_batches(batch)
+    cals = _calibrations(tier, data_dir, gpu_keys)
+    if rollup:
+        from models.rollup import rollup as run_rollup
+
+        out = run_rollup(model, gpu_keys, schemes, batches, cals or None, TIERS[tier], baseline, group_size)
+        out = out[out["scheme"].isin(schemes)].reset_index(drop=True)
+        _print_rollup(out, f"{model}: linear layers per decode step ({tier} roofline)")
+        if csv is not None:
+            write_csv_atomic(out, csv)
+        return
+    pred = predict_points(gpu_keys, schemes, batches, shape, model, baseline, group_size, tier, cals)
+    what = model or (shape or DEFAULT_SHAPE)
+    _print_points(pred, tier, f"{what}: predicted time per GEMM ({tier} roofline)")
+    if csv is not None:
+        write_csv_atomic(pred[[c for c in POINT_CSV_COLUMNS if c in pred]], csv)
+
+
+def gpus_command() -> None:
+    """List the GPU catalogue (dense datasheet peaks)."""
+    from rich.table import Table
+
+    from models.hardware import load_gpus
+
+    table = Table(title="GPU catalogue (data/gpus.toml): dense peaks at boost clock")
+    for h in ("key", "name", "cc", "SMs", "clock", "bandwidth", "L2", "FP32", "FP16", "BF16", "INT8", "FP8", "FP4",
+              "source"):
+        table.add_column(h, justify="left" if h in ("key", "name", "source") else "right")
+    for g in load_gpus().values():
+        peaks = [fmt_flops_rate(g.peak(u)) if g.peak(u) > 0 else "—" for u in ("fp32", "fp16", "bf16", "int8", "fp8",
+                                                                              "fp4")]
+        table.add_row(g.key, g.name, g.cc, str(g.sms), fmt_clock(g.boost_clock_hz), fmt_bandwidth(g.bandwidth),
+                      fmt_bytes(g.l2_bytes), *peaks, g.sources["source"])
+    _console().print(table)
+
+
+def schemes_command() -> None:
+    """List the quantization schemes and their byte accounting."""
+    from rich.table import Table
+
+    from models.schemes import SCHEME_PARAMS, all_schemes
+
+    table = Table(title="Schemes (defaults; bits/weight includes group scales and zeros)")
+    for h in ("name", "weights", "acts", "out bits", "bits/weight", "metadata", "compute", "dequant ops/w", "runnable",
+              "parameters", "description"):
+        table.add_column(h)
+    for s in all_schemes():
+        meta = s.granularity if s.granularity != "group" else f"group {s.group_size}"
+        if s.scale_bits:
+            meta += f", {s.scale_bits}-bit scale" + (f" + {s.zero_bits}-bit zero" if s.zero_bits else "")
+        params = ", ".join(f"{k}={v}" for k, v in SCHEME_PARAMS[s.name].items()) or "—"
+        table.add_row(s.name, s.weight_dtype, s.act_dtype, str(s.out_bits), f"{s.bits_per_weight:.3f}", meta,
+                      s.compute_unit, f"{s.dequant_ops_per_weight:g}", "yes" if s.runnable else "modeled",
+                      params, s.description)
+    _console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("predict")(predict_command)
+    app.command("gpus")(gpus_command)
+    app.command("schemes")(schemes_command)

@@ -1,0 +1,140 @@
+"""`workbench profile`, `workbench calibrate` and `workbench env`: the commands that need a GPU.
+
+Every argument is validated (names, shapes, output path) before the GPU is touched; without a GPU the commands say
+in one line what still works (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from models.errors import InputError
+from workbench import store
+from workbench.environment import Environment, detect, require_gpu
+from workbench.profiler import (
+    DEFAULT_BATCHES,
+    SweepResult,
+    calibration_clock,
+    check_memory,
+    dedupe_shapes,
+    default_shapes,
+    model_shapes,
+    parse_shapes,
+    plan,
+    run_sweep,
+    select_kernels,
+)
+from workbench.timing import TimingConfig
+
+DATA_DIR = Path("data")
+
+
+def default_out(env: Environment, hot: bool) -> Path:
+    gpu = env.gpu_key or re.sub(r"[^a-z0-9]+", "-", env.gpu_name.lower()).strip("-") or "gpu"
+    return DATA_DIR / "measurements" / gpu / f"sweep-{'hot' if hot else 'cold'}.parquet"
+
+
+def _format_phases(result: SweepResult) -> str:
+    total = result.wall_s or 1.0
+    parts = [f"{k} {v:.1f}s ({v / total:.0%})" for k, v in sorted(result.phases.items(), key=lambda kv: -kv[1])]
+    return "; ".join(parts)
+
+
+def _summary(result: SweepResult, run_id: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    frame = result.frame[result.frame["run_id"] == run_id]
+    table = Table(title=f"run {run_id}: {len(frame)} points")
+    for col in ("kernel", "points", "median µs (M=1)", "GB/s (M=1)", "max spread", "max ref err", "throttled"):
+        table.add_column(col)
+    for kernel, g in frame.groupby("kernel", sort=True):
+        one = g[g["M"] == g["M"].min()]
+        t = one["time_median_s"].median()
+        bw = (one["bytes"] / one["time_median_s"]).median()
+        table.add_row(str(kernel), str(len(g)), f"{t * 1e6:.1f}", f"{bw / 1e9:.0f}", f"{g['spread_rel'].max():.2%}",
+                      f"{g['ref_error_rel'].max():.1e}", str(int(g["throttled"].fillna(False).sum())))
+    Console().print(table)
+
+
+def profile(
+    scheme: Annotated[list[str] | None, typer.Option("--scheme", "-s", help="scheme(s); default: all")] = None,
+    kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", help="kernel name(s); default: all")] = None,
+    batch: Annotated[list[int] | None, typer.Option("--batch", "-m", help="batch sizes M; default 1..256")] = None,
+    shape: Annotated[list[str] | None, typer.Option("--shape", help="NxK weight shape, repeatable")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="an LLM's layers, e.g. llama-2-7b")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="output .parquet")] = None,
+    hot: Annotated[bool, typer.Option("--hot", help="one input set (L2-warm) instead of rotating >= 3x L2")] = False,
+    budget: Annotated[float, typer.Option("--budget", help="seconds of timing loop per point")] = 0.15,
+    graph: Annotated[bool, typer.Option("--graph/--no-graph", help="replay a CUDA graph of launches")] = True,
+    fresh: Annotated[bool, typer.Option("--fresh", help="discard what the output holds instead of resuming")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    calibration_dir: Annotated[Path, typer.Option("--calibration-dir")] = DATA_DIR / "calibration",
+) -> None:
+    """Measure kernels x batches x shapes on this GPU; each point is appended as soon as it is measured."""
+    cfg = TimingConfig(hot=hot, budget_s=budget, use_graph=graph).validate()
+    shapes = parse_shapes(shape or [])
+    if model:
+        shapes += model_shapes(model)
+    shapes = dedupe_shapes(shapes) if shapes else default_shapes()
+    specs = select_kernels(scheme or [], kernel or [])
+    batches = list(batch or DEFAULT_BATCHES)
+    if out is not None:
+        if out.suffix != ".parquet":
+            raise InputError(f"--out {out}: give a file name ending in .parquet")
+        store.check_writable(out)
+    require_gpu()
+    env = detect()
+    points = plan(specs, shapes, batches, env.cc)
+    if not points:
+        cc = env.compute_capability
+        raise InputError(f"no selected kernel supports batches {batches} on compute capability {cc}")
+    from workbench.environment import free_device_bytes
+
+    check_memory(points, free_device_bytes(), env.l2_bytes, cfg)
+    out = out or default_out(env, hot)
+    store.check_writable(out)
+    from workbench.nvml import NvmlSampler
+    from workbench.timing import CudaTimer
+
+    print(f"{env.gpu_name} ({env.gpu_uuid}) cc {env.compute_capability}, {len(points)} points -> {out}")
+    result = run_sweep(
+        points, out, env, cfg=cfg, timer=CudaTimer(use_graph=graph), sampler=NvmlSampler(uuid=env.gpu_uuid or None),
+        calibration_sm_clock_hz=calibration_clock(env, calibration_dir), fresh=fresh, progress=progress,
+    )
+    if result.skipped_done:
+        print(f"resumed: {result.skipped_done} points were already in {out}")
+    for line in result.refused:
+        print(f"skipped: {line}")
+    _summary(result, result.run_id)
+    print(f"measured {result.measured} points in {result.wall_s:.1f}s: {_format_phases(result)}")
+    if result.failed:
+        print(f"{len(result.failed)} points failed (see above)")
+
+
+def calibrate(
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="folder for the calibration JSON")] = DATA_DIR
+    / "calibration",
+) -> None:
+    """Measure this GPU's ceilings (bandwidths, launch floor, FMA and mma.sync peaks, cuBLAS) and store them."""
+    from workbench.calibrate import calibrate as run_calibration
+
+    store.check_writable(out_dir / ".probe.json")
+    run_calibration(out_dir)
+
+
+def env() -> None:
+    """Print the environment the profiler records with every row."""
+    require_gpu()
+    for k, v in detect().columns().items():
+        print(f"{k:<20} {v}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profile")(profile)
+    app.command("calibrate")(calibrate)
+    app.command("env")(env)

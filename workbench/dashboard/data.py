@@ -1,0 +1,251 @@
+"""The dashboard's data, loaded once per data directory behind a cache, and the session's uploads.
+
+`load_data(data_dir)` reads measurements (workbench.store), calibrations (models.hardware), joins the comparison
+(workbench.compare.compare_points), predicts every GPU in the catalogue on a batch grid for the shapes on offer
+(models.roofline.predict — GPUs without measurements get predictions only) and evaluates the hypotheses. Callbacks only
+filter these frames and build figures. Key columns are pandas categoricals so selections are cheap at 10⁵ rows.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from models.errors import InputError
+
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+# Batch grid of the predicted curves: quarter-octave steps from 1 to 256 plus every measured M.
+BATCH_GRID = tuple(sorted({int(round(2 ** (i / 4))) for i in range(33)}))
+CATEGORY_COLUMNS = ("gpu_key", "scheme", "kernel", "mode", "role")
+TIER_COLUMNS = {"datasheet": "time_datasheet_s", "calibrated": "time_calibrated_s", "floor": "time_floor_s"}
+MAX_UPLOADS = 32
+
+
+@dataclass
+class DashboardData:
+    """Everything the callbacks read. Frames are never mutated after loading."""
+
+    data_dir: Path
+    gpus: dict[str, Any]  # models.hardware.GPU by key
+    calibrations: dict[str, Any]  # gpu_key -> calibration
+    measurements: pd.DataFrame  # workbench.schema.MEASUREMENT_COLUMNS (+ categoricals)
+    comparison: pd.DataFrame  # workbench.compare.compare_points(measurements)
+    predictions: pd.DataFrame  # models.roofline.predict over GPUs × schemes × BATCH_GRID × shapes
+    shapes: list[tuple[int, int]]  # (N, K) on offer
+    model_keys: list[str]
+    hypotheses: pd.DataFrame  # workbench.hypotheses.evaluate_all verdict rows ("" frame when unavailable)
+    notes: list[str] = field(default_factory=list)  # what could not be loaded, shown on the page
+
+    @property
+    def measured_gpus(self) -> list[str]:
+        return sorted(set(self.comparison["gpu_key"].astype(str)))
+
+
+def _categorize(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    for col in CATEGORY_COLUMNS:
+        if col in frame.columns:
+            frame[col] = frame[col].astype("string").fillna("").astype("category")
+    return frame
+
+
+def _shape_list(data_shapes: Any, comparison: pd.DataFrame) -> list[tuple[int, int]]:
+    from models.workloads import parse_shape
+
+    shapes = set()
+    for item in data_shapes:
+        shapes.add(tuple(int(v) for v in (parse_shape(item) if isinstance(item, str) else item)))
+    if not comparison.empty:
+        pairs = comparison[["N", "K"]].drop_duplicates().itertuples(index=False)
+        shapes.update((int(n), int(k)) for n, k in pairs)
+    return sorted(shapes, key=lambda s: (-(s[0] * s[1]), s))
+
+
+def _model_shapes(keys: list[str]) -> set[tuple[int, int]]:
+    from models.workloads import get_model
+
+    out = set()
+    for key in keys:
+        out.update((int(layer.N), int(layer.K)) for layer in get_model(key).layers)
+    return out
+
+
+def _valid_pairs(schemes: list[str], shapes: list[tuple[int, int]]) -> list[tuple[str, int, int]]:
+    """(scheme, N, K) combinations the accounting accepts (K divisible by the scheme's group size)."""
+    from models.schemes import check_group, get_scheme
+
+    out = []
+    for name in schemes:
+        scheme = get_scheme(name)
+        for n, k in shapes:
+            try:
+                check_group(scheme, k)
+            except InputError:
+                continue
+            out.append((name, n, k))
+    return out
+
+
+def predict_grid(
+    gpu_keys: list[str], shapes: list[tuple[int, int]], calibrations: dict[str, Any], batches: tuple[int, ...]
+) -> pd.DataFrame:
+    """Predictions for every GPU × scheme × batch × shape (one vectorized models.roofline.predict call)."""
+    from models.roofline import predict
+    from models.schemes import SCHEME_NAMES
+
+    combos = _valid_pairs(list(SCHEME_NAMES), shapes)
+    if not gpu_keys or not combos:
+        return pd.DataFrame(columns=["gpu", "scheme", "M", "N", "K"])
+    scheme = np.array([c[0] for c in combos], dtype=object)
+    n = np.array([c[1] for c in combos], dtype=np.int64)
+    k = np.array([c[2] for c in combos], dtype=np.int64)
+    m = np.asarray(batches, dtype=np.int64)
+    g = np.asarray(gpu_keys, dtype=object)
+    n_c, n_m, n_g = len(combos), len(m), len(g)
+    points = pd.DataFrame(
+        {
+            "gpu": np.repeat(g, n_c * n_m),
+            "scheme": np.tile(np.repeat(scheme, n_m), n_g),
+            "M": np.tile(m, n_c * n_g),
+            "N": np.tile(np.repeat(n, n_m), n_g),
+            "K": np.tile(np.repeat(k, n_m), n_g),
+        }
+    )
+    pred = predict(points, calibrations=calibrations or None)
+    pred = pred.rename(columns={"gpu": "gpu_key"}) if "gpu_key" not in pred.columns else pred
+    return _categorize(pred.reset_index(drop=True))
+
+
+def _load_hypotheses(data_dir: Path, measurements: pd.DataFrame, calibrations: dict[str, Any]) -> pd.DataFrame:
+    from workbench import hypotheses
+
+    return pd.DataFrame(hypotheses.evaluate_all(data_dir=data_dir, measurements=measurements, calibrations=calibrations))
+
+
+def build_data(data_dir: str | Path) -> DashboardData:
+    """Load and precompute everything for one data directory (use `load_data` for the cached version)."""
+    from models.hardware import load_calibrations, load_gpus
+    from models.workloads import SHAPES, model_keys
+    from workbench.compare import compare_points
+    from workbench.store import load_measurements
+
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise InputError(f"data directory {data_dir} does not exist; pass --data-dir pointing at a workbench data/")
+    notes: list[str] = []
+    gpus = load_gpus()
+    calibrations = load_calibrations(data_dir) if (data_dir / "calibration").is_dir() else {}
+    has_measurements = (data_dir / "measurements").is_dir()
+    measurements = load_measurements(data_dir) if has_measurements else load_measurements([])
+    comparison = compare_points(measurements, calibrations=calibrations)
+    keys = list(model_keys())
+    shapes = _shape_list(SHAPES.values() if isinstance(SHAPES, dict) else SHAPES, comparison)
+    grid_shapes = sorted(set(shapes) | _model_shapes(keys))
+    batches = tuple(sorted(set(BATCH_GRID) | set(int(m) for m in comparison["M"].unique())))
+    predictions = predict_grid(list(gpus), grid_shapes, calibrations, batches)
+    try:
+        verdicts = _load_hypotheses(data_dir, measurements, calibrations)
+    except (InputError, ImportError, OSError) as exc:
+        verdicts = pd.DataFrame()
+        notes.append(f"hypotheses not evaluated: {str(exc).splitlines()[0]}")
+    return DashboardData(
+        data_dir=data_dir,
+        gpus=gpus,
+        calibrations=dict(calibrations),
+        measurements=_categorize(measurements),
+        comparison=_categorize(comparison),
+        predictions=predictions,
+        shapes=shapes,
+        model_keys=keys,
+        hypotheses=verdicts,
+        notes=notes,
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(resolved: str) -> DashboardData:
+    return build_data(resolved)
+
+
+def load_data(data_dir: str | Path | None = None) -> DashboardData:
+    """The data of one directory, built once per process and shared by every request."""
+    return _cached(str(Path(data_dir or DEFAULT_DATA_DIR).resolve()))
+
+
+# ---------------------------------------------------------------------------------------------------- uploads
+@dataclass(frozen=True)
+class Upload:
+    filename: str
+    measurements: pd.DataFrame
+    comparison: pd.DataFrame
+
+
+class UploadRegistry:
+    """Uploaded measurement files, server-side, keyed by a random token the browser session keeps in a dcc.Store.
+
+    Bounded (oldest dropped first) so a long-running server does not grow without limit.
+    """
+
+    def __init__(self, limit: int = MAX_UPLOADS) -> None:
+        self._items: OrderedDict[str, Upload] = OrderedDict()
+        self._lock = threading.Lock()
+        self._limit = limit
+
+    def add(self, upload: Upload) -> str:
+        token = uuid.uuid4().hex
+        with self._lock:
+            self._items[token] = upload
+            while len(self._items) > self._limit:
+                self._items.popitem(last=False)
+        return token
+
+    def get(self, tokens: tuple[str, ...]) -> list[Upload]:
+        with self._lock:
+            return [self._items[t] for t in tokens if t in self._items]
+
+
+def parse_upload(data: DashboardData, filename: str, content: bytes) -> Upload:
+    """Validate an uploaded Parquet/CSV measurement file and join it with the predictions (InputError if bad)."""
+    from workbench.compare import compare_points
+    from workbench.store import read_uploaded
+
+    measurements = read_uploaded(filename, content)
+    if measurements.empty:
+        raise InputError(f"{filename}: the file holds no measured points")
+    comparison = compare_points(measurements, calibrations=data.calibrations)
+    if comparison.empty:
+        raise InputError(f"{filename}: no point is on a GPU of the catalogue (gpu_key empty or unknown)")
+    return Upload(filename, _categorize(measurements), _categorize(comparison))
+
+
+@dataclass(frozen=True)
+class Frames:
+    """The measured frames a session sees: the shipped data plus its uploads."""
+
+    measurements: pd.DataFrame
+    comparison: pd.DataFrame
+    uploads: tuple[str, ...] = ()
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    plain = [f.astype({c: "string" for c in CATEGORY_COLUMNS if c in f.columns}) for f in frames]
+    return _categorize(pd.concat(plain, ignore_index=True))
+
+
+def session_frames(data: DashboardData, uploads: list[Upload]) -> Frames:
+    """The shipped frames with the session's uploads appended (categoricals rebuilt over the union)."""
+    if not uploads:
+        return Frames(data.measurements, data.comparison)
+    return Frames(
+        _concat([data.measurements] + [u.measurements for u in uploads]),
+        _concat([data.comparison] + [u.comparison for u in uploads]),
+        tuple(u.filename for u in uploads),
+    )

@@ -1,0 +1,43 @@
+"""`create_app(data_dir)`: the Dash app for one data directory (no module-level app anywhere)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from workbench.dashboard.callbacks import AppState, register
+from workbench.dashboard.data import load_data
+from workbench.dashboard.layout import UPLOAD_LIMIT_BYTES, build_layout
+from workbench.dashboard.queries import default_selection
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8050
+
+
+def create_app(data_dir: str | Path | None = None) -> Any:
+    """Load the data once (cached per directory), build the layout and register the callbacks."""
+    from dash import Dash
+
+    data = load_data(data_dir)
+    app = Dash(
+        __name__,
+        title="Roofline workbench",
+        assets_folder=str(ASSETS),
+        update_title=None,
+        suppress_callback_exceptions=False,
+    )
+    app.layout = build_layout(data, default_selection(data))
+    register(app, AppState(data))
+    # Uploads arrive base64-encoded inside the callback JSON; anything far above the limit is refused outright,
+    # anything between is read and answered with a message.
+    app.server.config["MAX_CONTENT_LENGTH"] = 8 * UPLOAD_LIMIT_BYTES
+    return app
+
+
+def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: str | Path | None = None,
+          debug: bool = False) -> None:
+    """Build the app and serve it (blocking)."""
+    app = create_app(data_dir)
+    print(f"workbench dashboard on http://{host}:{port}/ (data: {load_data(data_dir).data_dir})", flush=True)
+    app.run(host=host, port=port, debug=debug)

@@ -1,0 +1,204 @@
+"""The data table: comparison rows (or, for GPUs with no measurements, prediction rows) in human units, with
+server-side filtering, sorting and paging, and the CSV of exactly those rows in raw SI units.
+
+The table shows numbers scaled to the unit in the column header (µs, GB/s, TFLOP/s, MHz); filters and sorting work on
+those shown values; the CSV writes the same rows, in the same order, with every raw column at full precision.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from workbench.dashboard.data import DashboardData, Frames
+from workbench.dashboard.queries import Selection, select_measured, select_predicted
+
+# (column id, header, source column, scale, decimals); decimals None = text / integer
+Column = tuple[str, str, str, float, int | None]
+MEASURED_COLUMNS: tuple[Column, ...] = (
+    ("gpu_key", "GPU", "gpu_key", 1.0, None),
+    ("kernel", "kernel", "kernel", 1.0, None),
+    ("scheme", "scheme", "scheme", 1.0, None),
+    ("role", "role", "role", 1.0, None),
+    ("M", "M", "M", 1.0, None),
+    ("N", "N", "N", 1.0, None),
+    ("K", "K", "K", 1.0, None),
+    ("mode", "cache", "mode", 1.0, None),
+    ("t_meas_us", "measured (µs)", "time_measured_s", 1e6, 2),
+    ("t_p10_us", "p10 (µs)", "time_p10_s", 1e6, 2),
+    ("t_p90_us", "p90 (µs)", "time_p90_s", 1e6, 2),
+    ("t_sheet_us", "pred. datasheet (µs)", "time_datasheet_s", 1e6, 2),
+    ("t_cal_us", "pred. calibrated (µs)", "time_calibrated_s", 1e6, 2),
+    ("t_floor_us", "pred. cal.+floor (µs)", "time_floor_s", 1e6, 2),
+    ("r_sheet", "pred/meas datasheet", "ratio_datasheet", 1.0, 3),
+    ("r_cal", "pred/meas calibrated", "ratio_calibrated", 1.0, 3),
+    ("r_floor", "pred/meas floor", "ratio_floor", 1.0, 3),
+    ("bw_gbs", "achieved (GB/s)", "achieved_bytes_per_s", 1e-9, 1),
+    ("tflops", "achieved (TFLOP/s)", "achieved_flops_per_s", 1e-12, 3),
+    ("roof_pct", "of roofline (%)", "roofline_fraction", 100.0, 1),
+    ("bound", "bound (datasheet)", "bound_datasheet", 1.0, None),
+    ("sm_mhz", "SM clock (MHz)", "sm_clock_median_hz", 1e-6, 0),
+    ("throttled", "throttled", "throttled", 1.0, None),
+    ("ref_err", "kernel error (rel.)", "ref_error_rel", 1.0, 8),
+)
+PREDICTED_COLUMNS: tuple[Column, ...] = (
+    ("gpu_key", "GPU", "gpu_key", 1.0, None),
+    ("scheme", "scheme", "scheme", 1.0, None),
+    ("M", "M", "M", 1.0, None),
+    ("N", "N", "N", 1.0, None),
+    ("K", "K", "K", 1.0, None),
+    ("traffic_mb", "traffic (MB)", "bytes", 1e-6, 3),
+    ("gflop", "work (GFLOP)", "flops", 1e-9, 4),
+    ("intensity", "intensity (FLOP/B)", "intensity", 1.0, 3),
+    ("t_sheet_us", "pred. datasheet (µs)", "time_datasheet_s", 1e6, 2),
+    ("t_cal_us", "pred. calibrated (µs)", "time_calibrated_s", 1e6, 2),
+    ("t_floor_us", "pred. cal.+floor (µs)", "time_floor_s", 1e6, 2),
+    ("tflops", "attainable (TFLOP/s)", "attainable_flops", 1e-12, 3),
+    ("bound", "bound (datasheet)", "bound_datasheet", 1.0, None),
+    ("unit", "compute unit used", "compute_unit_used", 1.0, None),
+)
+RAW_PREDICTED = ("gpu_key", "scheme", "M", "N", "K", "bytes", "flops", "intensity", "time_datasheet_s",
+                 "time_calibrated_s", "time_floor_s", "bound_datasheet", "bound_calibrated", "attainable_flops",
+                 "compute_unit_used", "ridge")  # fmt: skip
+
+_FILTER = re.compile(
+    r"^\{(?P<col>[^}]+)\}\s+(?P<op>s?(?:<=|>=|!=|<|>|=)|eq|ne|lt|le|gt|ge|[is]?contains|datestartswith)\s+(?P<val>.+)$"
+)
+_OPS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+@dataclass(frozen=True)
+class TableRows:
+    """The rows the table shows (all pages), their raw SI rows in the same order, and what the columns are."""
+
+    shown: pd.DataFrame  # display columns (ids of `columns`)
+    raw: pd.DataFrame  # SI rows for the CSV
+    columns: tuple[Column, ...]
+    source: str  # "measured" | "predicted"
+    ignored: tuple[str, ...] = ()  # filter clauses that were not understood
+
+
+def _display(raw: pd.DataFrame, columns: tuple[Column, ...]) -> pd.DataFrame:
+    out = {}
+    for cid, _, src, scale, decimals in columns:
+        if src not in raw.columns:
+            out[cid] = pd.Series([None] * len(raw), index=raw.index)
+        elif decimals is None:
+            series = raw[src]
+            out[cid] = series if series.dtype.kind in "iu" else series.astype("string").fillna("")
+        else:
+            out[cid] = (raw[src].astype("float64") * scale).round(decimals)
+    return pd.DataFrame(out, index=raw.index)
+
+
+def _value(text: str) -> str | float:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
+        return text[1:-1]
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def apply_filter(shown: pd.DataFrame, query: str | None) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """Apply a DataTable filter_query ("{col} op value && ..."); clauses not understood are returned, not applied."""
+    if not query:
+        return shown, ()
+    mask = np.ones(len(shown), dtype=bool)
+    ignored = []
+    for clause in query.split(" && "):
+        match = _FILTER.match(clause.strip())
+        if not match or match["col"] not in shown.columns:
+            ignored.append(clause.strip())
+            continue
+        column, op, value = shown[match["col"]], match["op"].lstrip("s"), _value(match["val"])
+        op = _OPS.get(op, op)
+        if op.endswith("contains") or op == "datestartswith" or (isinstance(value, str) and op in ("=", "!=")):
+            text = column.astype("string").fillna("").str.lower()
+            hit = text.str.contains(str(value).lower(), regex=False) if op != "=" else text == str(value).lower()
+            hit = ~hit if op == "!=" else hit
+            mask &= hit.to_numpy(dtype=bool)
+            continue
+        if isinstance(value, str) or column.dtype.kind not in "iuf":
+            ignored.append(clause.strip())
+            continue
+        values = column.to_numpy(dtype="float64")
+        with np.errstate(invalid="ignore"):
+            mask &= {
+                "=": values == value,
+                "!=": values != value,
+                "<": values < value,
+                "<=": values <= value,
+                ">": values > value,
+                ">=": values >= value,
+            }[op]
+    return shown[mask], tuple(ignored)
+
+
+def apply_sort(shown: pd.DataFrame, sort_by: list[dict] | None) -> pd.DataFrame:
+    keys = [s for s in (sort_by or []) if s.get("column_id") in shown.columns]
+    if not keys:
+        return shown
+    return shown.sort_values(
+        [s["column_id"] for s in keys],
+        ascending=[s.get("direction", "asc") == "asc" for s in keys],
+        kind="stable",
+        na_position="last",
+    )
+
+
+def table_rows(
+    data: DashboardData, frames: Frames, sel: Selection, filter_query: str | None, sort_by: list[dict] | None
+) -> TableRows:
+    """Comparison rows of every selected GPU in the selection; prediction rows when none of them was measured."""
+    raw = select_measured(frames.comparison, data, sel, sel.gpus)
+    columns, source = MEASURED_COLUMNS, "measured"
+    if raw.empty:
+        parts = [select_predicted(data, sel, gpu) for gpu in sel.gpus]
+        raw = pd.concat([p for p in parts if not p.empty] or [pd.DataFrame(columns=list(RAW_PREDICTED))])
+        raw = raw[[c for c in RAW_PREDICTED if c in raw.columns]]
+        columns, source = PREDICTED_COLUMNS, "predicted"
+    raw = raw.reset_index(drop=True)
+    shown, ignored = apply_filter(_display(raw, columns), filter_query)
+    shown = apply_sort(shown, sort_by)
+    return TableRows(shown, raw.loc[shown.index], columns, source, ignored)
+
+
+def column_specs(columns: tuple[Column, ...]) -> list[dict]:
+    """DataTable column definitions: numeric columns carry their decimals, headers carry the unit."""
+    from dash.dash_table.Format import Format, Scheme
+
+    specs = []
+    for cid, header, _, _, decimals in columns:
+        spec = {"id": cid, "name": header}
+        if decimals is not None:
+            spec.update(type="numeric", format=Format(precision=decimals, scheme=Scheme.fixed))
+        elif cid in ("M", "N", "K"):
+            spec.update(type="numeric")
+        else:
+            spec.update(type="text")
+        specs.append(spec)
+    return specs
+
+
+def page(rows: TableRows, page_current: int | None, page_size: int | None) -> tuple[list[dict], int]:
+    """The records of one page and the page count."""
+    size = int(page_size or 20)
+    count = max(1, -(-len(rows.shown) // size))
+    current = min(max(int(page_current or 0), 0), count - 1)
+    part = rows.shown.iloc[current * size : (current + 1) * size]
+    records = part.astype(object).where(part.notna(), None).to_dict("records")
+    return records, count
+
+
+def to_csv(rows: TableRows) -> str:
+    """The raw SI rows of the table (all pages, table order), full float precision."""
+    raw = rows.raw.copy()
+    for col in raw.columns:
+        if isinstance(raw[col].dtype, pd.CategoricalDtype):
+            raw[col] = raw[col].astype("string")
+    return raw.to_csv(index=False)

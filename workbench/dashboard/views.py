@@ -1,0 +1,349 @@
+"""One function per view: (data, session frames, selection) -> Plotly figure.
+
+Each filters the precomputed frames (queries), asks the comparison / model layers for derived numbers
+(workbench.speedup, workbench.compare, models.roofline, models.rollup) and hands plain frames to the pure builders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from models.errors import InputError
+from workbench.dashboard import fig_batch, fig_diagnostics, fig_roofline, style
+from workbench.dashboard.data import TIER_COLUMNS, DashboardData, Frames
+from workbench.dashboard.queries import (
+    Selection,
+    effective_tier,
+    gpu_label,
+    select_measured,
+    select_predicted,
+)
+
+DEFAULT_MODEL = "llama-2-7b"
+
+
+def _title(data: DashboardData, gpu: str, what: str, sel: Selection) -> str:
+    shape = f"model {sel.model}" if sel.model else sel.shape.replace("x", "×")
+    return f"{what} — {gpu_label(data, gpu)} · {shape} · {sel.mode}"
+
+
+def _latest(comparison: pd.DataFrame) -> pd.DataFrame:
+    from workbench.compare import latest_points
+
+    return latest_points(comparison) if not comparison.empty else comparison
+
+
+# ---------------------------------------------------------------------------------------------------- roofline
+def ceilings(data: DashboardData, gpu: str, schemes: tuple[str, ...]) -> pd.DataFrame:
+    """Datasheet and calibrated roofs of one GPU for the compute units the selected schemes use."""
+    from models.schemes import get_scheme
+
+    spec = data.gpus.get(gpu)
+    if spec is None:
+        return pd.DataFrame(columns=["unit", "tier", "peak_flops", "bandwidth"])
+    cal = data.calibrations.get(gpu)
+    rows, seen = [], set()
+    for name in schemes:
+        unit = get_scheme(name).compute_unit
+        tiers = [("datasheet", spec.ceiling(unit), spec.bandwidth)]
+        if cal is not None:
+            tiers.append(("calibrated", cal.ceiling(unit), cal.bandwidth))
+        for tier, (used, peak), bandwidth in tiers:
+            if (used, tier) in seen or not np.isfinite(peak):
+                continue
+            seen.add((used, tier))
+            rows.append({"unit": used, "tier": tier, "peak_flops": float(peak), "bandwidth": float(bandwidth)})
+    return pd.DataFrame(rows, columns=["unit", "tier", "peak_flops", "bandwidth"])
+
+
+def _roofline_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str) -> dict[str, Any]:
+    tier = effective_tier(data, gpu, sel.tier)
+    return {
+        "ceilings": ceilings(data, gpu, sel.schemes),
+        "measured": _latest(select_measured(frames.comparison, data, sel, (gpu,))),
+        "predicted": select_predicted(data, sel, gpu),
+        "tier": tier,
+        "time_col": TIER_COLUMNS[tier],
+    }
+
+
+def roofline_view(data: DashboardData, frames: Frames, sel: Selection):
+    parts = _roofline_parts(data, frames, sel, sel.primary)
+    return fig_roofline.roofline_figure(**parts, title=_title(data, sel.primary, "Roofline", sel))
+
+
+# ---------------------------------------------------------------------------------------------------- time vs batch
+def _rollup_predicted(data: DashboardData, sel: Selection, gpu: str, schemes: tuple[str, ...], baseline: str | None):
+    from models.roofline import rollup
+
+    tier = effective_tier(data, gpu, sel.tier)
+    batches = [2**i for i in range(9) if sel.m_lo <= 2**i <= sel.m_hi] or [sel.m_lo]
+    cals = {gpu: data.calibrations[gpu]} if gpu in data.calibrations else None
+    return rollup(sel.model, gpu, list(schemes), batches, calibrations=cals, time_col=TIER_COLUMNS[tier],
+                  baseline=baseline)
+
+
+def _rollup_measured(data: DashboardData, frames: Frames, sel: Selection, gpu: str, schemes: tuple[str, ...]):
+    from workbench.compare import rollup_measured
+
+    if frames.comparison.empty or gpu not in set(frames.comparison["gpu_key"].astype(str)):
+        return pd.DataFrame()
+    out = rollup_measured(frames.comparison, sel.model, gpu_key=gpu, schemes=list(schemes),
+                          calibrations=data.calibrations, mode=sel.mode)
+    out = out[(out["M"] >= sel.m_lo) & (out["M"] <= sel.m_hi)]
+    return out[np.isfinite(out["time_step_measured_s"].to_numpy(dtype=float))]
+
+
+def time_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str) -> dict[str, Any]:
+    """Predicted (scheme, M, time_s) and measured (kernel, scheme, M, time_s, p10_s, p90_s) for one GPU."""
+    tier = effective_tier(data, gpu, sel.tier)
+    if sel.model:
+        pred = _rollup_predicted(data, sel, gpu, sel.schemes, None)
+        predicted = pd.DataFrame({"scheme": pred["scheme"], "M": pred["batch"], "time_s": pred["time_step_s"]})
+        meas = _rollup_measured(data, frames, sel, gpu, sel.schemes)
+        measured = pd.DataFrame(
+            {
+                "kernel": meas.get("scheme", pd.Series(dtype=str)).astype(str) + " best",
+                "scheme": meas.get("scheme", pd.Series(dtype=str)),
+                "M": meas.get("M", pd.Series(dtype=float)),
+                "time_s": meas.get("time_step_measured_s", pd.Series(dtype=float)),
+            }
+        )
+        measured["p10_s"] = measured["time_s"]
+        measured["p90_s"] = measured["time_s"]
+        return {"predicted": predicted, "measured": measured, "tier": tier, "per_token": True}
+    pred = select_predicted(data, sel, gpu)
+    predicted = pd.DataFrame(
+        {"scheme": pred["scheme"].astype(str), "M": pred["M"], "time_s": pred[TIER_COLUMNS[tier]]}
+    )
+    cmp = _latest(select_measured(frames.comparison, data, sel, (gpu,)))
+    measured = pd.DataFrame(
+        {
+            "kernel": cmp["kernel"].astype(str),
+            "scheme": cmp["scheme"].astype(str),
+            "M": cmp["M"],
+            "time_s": cmp["time_measured_s"],
+            "p10_s": cmp["time_p10_s"],
+            "p90_s": cmp["time_p90_s"],
+        }
+    )
+    return {"predicted": predicted, "measured": measured, "tier": tier, "per_token": False}
+
+
+def time_view(data: DashboardData, frames: Frames, sel: Selection):
+    parts = time_parts(data, frames, sel, sel.primary)
+    return fig_batch.time_figure(**parts, title=_title(data, sel.primary, "Time vs batch", sel))
+
+
+# ---------------------------------------------------------------------------------------------------- speedup
+def baseline_scheme(frames: Frames, baseline: str) -> str:
+    """The scheme whose predictions stand for the baseline: a kernel's scheme, or the baseline itself."""
+    cmp = frames.comparison
+    if not cmp.empty:
+        hit = cmp.loc[cmp["kernel"] == baseline, "scheme"]
+        if len(hit):
+            return str(hit.iloc[0])
+    return baseline
+
+
+def _predicted_speedup(data: DashboardData, sel: Selection, gpu: str, base: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(scheme, M, speedup, ideal) over the baseline scheme, and the predicted crossovers, from models.roofline."""
+    from models.roofline import crossover, speedup
+
+    tier = effective_tier(data, gpu, sel.tier)
+    schemes = tuple(dict.fromkeys((*sel.schemes, base)))
+    pred = select_predicted(data, sel, gpu, schemes)
+    if pred.empty or not (pred["scheme"] == base).any():
+        return pd.DataFrame(columns=["scheme", "M", "speedup", "ideal"]), _no_crossings()
+    frame = pd.DataFrame(
+        {
+            "gpu": pred["gpu_key"].astype(str),
+            "scheme": pred["scheme"].astype(str),
+            "M": pred["M"],
+            "N": pred["N"],
+            "K": pred["K"],
+            "bytes": pred["bytes"],
+            "time": pred[TIER_COLUMNS[tier]],
+        }
+    )
+    out = speedup(frame, baseline=base, time_col="time")
+    ideal = speedup(frame, baseline=base, time_col="bytes")["speedup"].to_numpy()
+    curves = pd.DataFrame({"scheme": out["scheme"], "M": out["M"], "speedup": out["speedup"], "ideal": ideal})
+    cross = crossover(frame, baseline=base, time_col="time").dropna(subset=["crossover_M"])
+    crossings = pd.DataFrame(
+        {"label": cross["scheme"], "scheme": cross["scheme"], "M": cross["crossover_M"], "kind": "predicted"}
+    )
+    return curves[curves["scheme"] != base], crossings
+
+
+def _no_crossings() -> pd.DataFrame:
+    return pd.DataFrame(columns=["label", "scheme", "M", "kind"])
+
+
+def _measured_speedup(data: DashboardData, frames: Frames, sel: Selection, gpu: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(kernel, scheme, M, speedup) over the baseline kernel and the measured crossovers, from workbench.speedup."""
+    from workbench.speedup import crossovers, speedups
+
+    empty = pd.DataFrame(columns=["kernel", "scheme", "M", "speedup"])
+    everything = replace(sel, schemes=tuple(frames.comparison["scheme"].astype(str).unique()), kernels=())
+    pool = select_measured(frames.comparison, data, everything, (gpu,))
+    if pool.empty:
+        return empty, _no_crossings()
+    try:
+        table = speedups(pool, baseline=sel.baseline)
+    except InputError:  # the baseline was not measured here
+        return empty, _no_crossings()
+    keep = table["scheme"].isin(sel.schemes) & (table["kernel"] != table["baseline_kernel"])
+    if sel.kernels:
+        keep &= table["kernel"].isin(sel.kernels)
+    table = table[keep]
+    curves = pd.DataFrame(
+        {"kernel": table["kernel"], "scheme": table["scheme"], "M": table["M"], "speedup": table["speedup_measured"]}
+    )
+    cross = crossovers(table).dropna(subset=["crossover_measured"])
+    crossings = pd.DataFrame(
+        {"label": cross["kernel"], "scheme": cross["scheme"], "M": cross["crossover_measured"], "kind": "measured"}
+    )
+    return curves, crossings
+
+
+def _model_speedup(data: DashboardData, frames: Frames, sel: Selection, gpu: str, base: str):
+    """Whole-model speedup per decode step: predicted from models.rollup, measured from compare.rollup_measured."""
+    shown = tuple(s for s in sel.schemes if s != base)
+    roll = _rollup_predicted(data, sel, gpu, (*shown, base), base)
+    step_bytes = roll.set_index(["scheme", "batch"])["bytes_step"]
+    roll = roll[roll["scheme"].isin(shown)]
+    base_bytes = step_bytes.xs(base, level="scheme").reindex(roll["batch"]).to_numpy()
+    predicted = pd.DataFrame(
+        {
+            "scheme": roll["scheme"],
+            "M": roll["batch"],
+            "speedup": roll["speedup"],
+            "ideal": base_bytes / roll["bytes_step"].to_numpy(),
+        }
+    )
+    meas = _rollup_measured(data, frames, sel, gpu, (*shown, base))
+    measured = pd.DataFrame(columns=["kernel", "scheme", "M", "speedup"])
+    if not meas.empty and (meas["scheme"] == base).any():
+        base_t = meas[meas["scheme"] == base].set_index("M")["time_step_measured_s"]
+        mine = meas[meas["scheme"] != base]
+        measured = pd.DataFrame(
+            {
+                "kernel": mine["scheme"].astype(str) + " best",
+                "scheme": mine["scheme"],
+                "M": mine["M"],
+                "speedup": base_t.reindex(mine["M"]).to_numpy() / mine["time_step_measured_s"].to_numpy(),
+            }
+        ).dropna(subset=["speedup"])
+    return predicted, measured
+
+
+def speedup_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str) -> dict[str, Any]:
+    """Predicted and measured speedups over the baseline, the ideal curve and the crossovers, for one GPU."""
+    tier = effective_tier(data, gpu, sel.tier)
+    base = baseline_scheme(frames, sel.baseline)
+    if sel.model:
+        predicted, measured = _model_speedup(data, frames, sel, gpu, base)
+        cross = _no_crossings()
+    else:
+        predicted, pred_cross = _predicted_speedup(data, sel, gpu, base)
+        measured, meas_cross = _measured_speedup(data, frames, sel, gpu)
+        parts = [c for c in (pred_cross, meas_cross) if not c.empty]
+        cross = pd.concat(parts, ignore_index=True) if parts else _no_crossings()
+    return {"predicted": predicted, "measured": measured, "crossovers": cross, "baseline": sel.baseline, "tier": tier}
+
+
+def speedup_view(data: DashboardData, frames: Frames, sel: Selection):
+    parts = speedup_parts(data, frames, sel, sel.primary)
+    return fig_batch.speedup_figure(**parts, title=_title(data, sel.primary, f"Speedup over {sel.baseline}", sel))
+
+
+# ---------------------------------------------------------------------------------------------------- diagnostics
+def error_view(data: DashboardData, frames: Frames, sel: Selection):
+    """predicted / measured per kernel × batch (median over the selected shapes) for the primary GPU."""
+    gpu = sel.primary
+    tier = effective_tier(data, gpu, sel.tier)
+    cmp = _latest(select_measured(frames.comparison, data, sel, (gpu,)))
+    frame = pd.DataFrame(
+        {
+            "label": cmp["kernel"].astype(str) + " (" + cmp["scheme"].astype(str) + ")",
+            "M": cmp["M"],
+            "ratio": cmp[f"ratio_{tier}"],
+        }
+    )
+    return fig_diagnostics.error_heatmap(frame, tier=tier, title=_title(data, gpu, f"Model error ({tier})", sel))
+
+
+def clocks_view(data: DashboardData, frames: Frames, sel: Selection):
+    measured = select_measured(frames.measurements, data, sel, (sel.primary,))
+    return fig_diagnostics.clocks_figure(measured, title=_title(data, sel.primary, "Clocks and power", sel))
+
+
+# ---------------------------------------------------------------------------------------------------- multi-GPU
+def compare_view(data: DashboardData, frames: Frames, sel: Selection, view: str):
+    """The chosen view (time, speedup or roofline) side by side for every selected GPU."""
+    panels = []
+    for gpu in sel.gpus:
+        title = gpu_label(data, gpu)
+        if view == "roofline":
+            parts = _roofline_parts(data, frames, sel, gpu)
+            panels.append((title, fig_batch.as_panel(fig_roofline.add_roofline, parts.pop("ceilings"),
+                                                     parts.pop("measured"), parts.pop("predicted"), **parts)))
+        elif view == "speedup":
+            parts = speedup_parts(data, frames, sel, gpu)
+            panels.append((title, fig_batch.as_panel(fig_batch.add_speedup, parts.pop("predicted"),
+                                                     parts.pop("measured"), parts.pop("crossovers"), **parts)))
+        else:
+            parts = time_parts(data, frames, sel, gpu)
+            per_token = parts.pop("per_token")
+            scale, unit = (style.MS, "ms per decode step") if per_token else (style.US, "µs per call")
+            panels.append((title, fig_batch.as_panel(fig_batch.add_time, parts.pop("predicted"),
+                                                     parts.pop("measured"), scale=scale, unit=unit, **parts)))
+    shape = f"model {sel.model}" if sel.model else sel.shape.replace("x", "×")
+    fig = fig_batch.facet_figure(panels, title=f"GPU comparison — {view} · {shape} · {sel.mode}")
+    if view == "roofline":
+        fig.update_xaxes(range=list(np.log10(fig_roofline.X_RANGE)))
+    return fig
+
+
+def rollup_view(data: DashboardData, frames: Frames, sel: Selection):
+    """ms per decode step and tokens/s vs batch for the selected model (or the default one) on the primary GPU."""
+    model = sel.model or (DEFAULT_MODEL if DEFAULT_MODEL in data.model_keys else data.model_keys[0])
+    msel = replace(sel, shape="model:" + model)
+    gpu = sel.primary
+    pred = _rollup_predicted(data, msel, gpu, sel.schemes, None)
+    frames_out = [
+        pd.DataFrame(
+            {
+                "label": pred["scheme"],
+                "scheme": pred["scheme"],
+                "source": "predicted",
+                "M": pred["batch"],
+                "time_per_token_s": pred["time_step_s"],
+                "tokens_per_s": pred["tokens_per_s"],
+            }
+        )
+    ]
+    meas = _rollup_measured(data, frames, msel, gpu, sel.schemes)
+    if not meas.empty:
+        frames_out.append(
+            pd.DataFrame(
+                {
+                    "label": meas["scheme"],
+                    "scheme": meas["scheme"],
+                    "source": "measured",
+                    "M": meas["M"],
+                    "time_per_token_s": meas["time_step_measured_s"],
+                    "tokens_per_s": meas["tokens_per_s_measured"],
+                }
+            )
+        )
+    frame = pd.concat(frames_out, ignore_index=True)
+    tier = effective_tier(data, gpu, sel.tier)
+    note = "" if not meas.empty else " (predicted only: not every layer measured)"
+    title = f"Whole model {model} — {gpu_label(data, gpu)} · {tier}{note}"
+    return fig_batch.rollup_figure(frame, title=title)
