@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import warnings
 from pathlib import Path
 
 TOLERANCE = 0.03
@@ -33,6 +34,7 @@ def torch_time(runner, sets, lps: int, replays: int = 30) -> float:
     import cupy
     import torch
 
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # cupy.cuda.ExternalStream
     stream = torch.cuda.Stream()
     graph = torch.cuda.CUDAGraph()
     cupy.cuda.Device().synchronize()

@@ -2,6 +2,7 @@
 # Record the shipped H200 dataset on the device machine, in the repo root:
 #   WORKBENCH_GIT_COMMIT=<sha> bash bench/record_h200.sh          (full: ~5-8 min)
 #   QUICK=1 bash bench/record_h200.sh                             (small scale: every step, a few points)
+#   EXCLUDE="tc_w4a16" ... leaves kernels out of both sweeps
 # Steps: GPU tests, calibrate, the default sweep (timed, with where the time goes), a second identical sweep to a
 # scratch path (run-to-run difference), the independent-timer cross-check. Results go to $OUT (<= 8 files):
 # dataset.tgz (data/calibration + data/measurements, to unpack in the repo root), record.log, crosscheck.csv,
@@ -30,6 +31,7 @@ else
   OUT1=data/measurements/h200-sxm/sweep-cold.parquet
 fi
 OUT2="$SCRATCH/sweep2.parquet"
+for k in ${EXCLUDE:-}; do SWEEP+=(--exclude "$k"); done   # EXCLUDE="kernel_a kernel_b": leave broken kernels out
 
 {
   step "environment"

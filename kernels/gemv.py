@@ -106,15 +106,14 @@ def choose_config(name: str, M: int, N: int, K: int, **override: Any) -> Config:
         return Config(mb=mb, rw=1, u=1, xreg=False, warps=4)
     chunks = K // d.elems
     x_regs = _x_regs_per_chunk(d) * mb
-    u, warps, xreg = 4, 4, False
-    for cand in (1, 2, 4):  # the fewest chunks per thread whose single pass needs <= 16 warps, x in <= 64 registers
-        w = -(-chunks // (32 * cand))
-        if w <= 16 and x_regs * cand <= 64:
-            u, warps, xreg = cand, max(w, 1), True
-            break
-    if not xreg:
-        u = 2 if d.elems == 32 else 4
-    rw = max(1, 4 // u) if xreg else 1
+    u, warps, xreg = 2, 4, False
+    if mb <= 2:  # x in registers: the fewest chunks per thread whose one pass needs <= 16 warps, x in <= 64 registers
+        for cand in (1, 2, 4):
+            w = -(-chunks // (32 * cand))
+            if w <= 16 and x_regs * cand <= 64:
+                u, warps, xreg = cand, max(w, 1), True
+                break
+    rw = 4 if xreg else 2
     cfg = Config(mb=mb, rw=rw, u=u, xreg=xreg, warps=warps)
     cfg = replace(cfg, **override)
     if cfg.xreg and cfg.warps * 32 * cfg.u < chunks:
@@ -277,6 +276,9 @@ def make_launch(name: str, cfg: Config, M: int, N: int, K: int, xs: tuple[Any, .
     _check_aligned(name, xs + ws)
     d = DEFS[name]
     func = kernel_function(name, cfg)
+    if int(func.num_regs) * cfg.warps * 32 > 65536:  # a block this large cannot be resident: use the L1 variant
+        cfg = Config(mb=cfg.mb, rw=2, u=2, xreg=False, warps=4, blocks_per_sm=cfg.blocks_per_sm)
+        func = kernel_function(name, cfg)
     i32 = np.int32
     if d.elems == 0:
         grid, block = -(-N // cfg.warps), cfg.warps * 32

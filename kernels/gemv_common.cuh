@@ -94,16 +94,86 @@ __device__ __forceinline__ void load8_f16(float* dst, const __half* src) {
 }
 
 template <class P>
+__device__ __forceinline__ void load_tile(const P& p, uint4 (&w)[GEMV_U][GEMV_RW], int tile, int N, int c0,
+                                          int stride, int nchunks) {
+#pragma unroll
+    for (int u = 0; u < GEMV_U; ++u) {
+        const int c = c0 + u * stride;
+#pragma unroll
+        for (int r = 0; r < GEMV_RW; ++r)
+            if (c < nchunks) w[u][r] = ld_stream(p.wrow(min(tile * GEMV_RW + r, N - 1)) + c);
+    }
+}
+
+// Reduce acc[RW][MB] over the block (warp shuffles, then shared memory) and store the outputs of one tile.
+template <class P>
+__device__ __forceinline__ void reduce_store(const P& p, typename P::Acc (&acc)[GEMV_RW][GEMV_MB], int tile, int M,
+                                             int N) {
+    constexpr int MB = GEMV_MB, RW = GEMV_RW;
+    typedef typename P::Acc Acc;
+    __shared__ Acc red[GEMV_MAX_WARPS][RW][MB];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+            Acc v = warp_sum(acc[r][m]);
+            if (lane == 0) red[warp][r][m] = v;
+        }
+    __syncthreads();
+    for (int i = threadIdx.x; i < RW * MB; i += blockDim.x) {
+        const int r = i / MB, m = i % MB;
+        const int row = tile * RW + r;
+        if (m < M && row < N) {
+            Acc s = red[0][r][m];
+            for (int q = 1; q < nwarps; ++q) s += red[q][r][m];
+            p.store(row, m, s);
+        }
+    }
+    __syncthreads();
+}
+
+// Decode one chunk of each of the RW rows once and multiply it with the M rows of x.
+template <class P, class XSrc>
+__device__ __forceinline__ void chunk_fma(const P& p, typename P::Acc (&acc)[GEMV_RW][GEMV_MB],
+                                          const uint4 (&w)[GEMV_RW], int tile, int N, int c, int M, const XSrc& xs) {
+    typename P::Dec d[GEMV_RW];
+#pragma unroll
+    for (int r = 0; r < GEMV_RW; ++r) p.decode(d[r], w[r], min(tile * GEMV_RW + r, N - 1), c);
+#pragma unroll
+    for (int m = 0; m < GEMV_MB; ++m) {
+        if (m < M) {
+            typename P::XRow xv;
+            xs.get(xv, m);
+#pragma unroll
+            for (int r = 0; r < GEMV_RW; ++r) p.fma(acc[r][m], d[r], xv);
+        }
+    }
+}
+
+template <class P>
+struct XFromRegs {
+    const typename P::XRow* rows;
+    __device__ void get(typename P::XRow& xv, int m) const { xv = rows[m]; }
+};
+
+template <class P>
+struct XFromMem {
+    const P& p;
+    int c;
+    __device__ void get(typename P::XRow& xv, int m) const { p.load_x(xv, m, c); }
+};
+
+template <class P>
 __device__ __forceinline__ void gemv_run(const P& p, int M, int N, int nchunks) {
     constexpr int MB = GEMV_MB, RW = GEMV_RW, U = GEMV_U;
     typedef typename P::Acc Acc;
-    typedef typename P::XRow XRow;
-    typedef typename P::Dec Dec;
-    __shared__ Acc red[GEMV_MAX_WARPS][RW][MB];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int stride = blockDim.x;
+    const int ntiles = (N + RW - 1) / RW;
 #if GEMV_XREG
-    XRow xr[U][MB];
+    // One pass over K: x for this thread's U chunks stays in registers for every tile; the weights of the next tile
+    // are loaded before this tile is computed and reduced, so loads stay in flight across the block reduction.
+    typename P::XRow xr[U][MB];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         const int c = threadIdx.x + u * stride;
@@ -111,71 +181,45 @@ __device__ __forceinline__ void gemv_run(const P& p, int M, int N, int nchunks) 
         for (int m = 0; m < MB; ++m)
             if (c < nchunks && m < M) p.load_x(xr[u][m], m, c);
     }
-#endif
-    const int ntiles = (N + RW - 1) / RW;
+    uint4 wn[U][RW];
+    int tile = blockIdx.x;
+    if (tile < ntiles) load_tile(p, wn, tile, N, threadIdx.x, stride, nchunks);
+    for (; tile < ntiles; tile += gridDim.x) {
+        uint4 w[U][RW];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int r = 0; r < RW; ++r) w[u][r] = wn[u][r];
+        if (tile + (int)gridDim.x < ntiles) load_tile(p, wn, tile + gridDim.x, N, threadIdx.x, stride, nchunks);
+        Acc acc[RW][MB];
+#pragma unroll
+        for (int r = 0; r < RW; ++r)
+#pragma unroll
+            for (int m = 0; m < MB; ++m) acc[r][m] = Acc(0);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int c = threadIdx.x + u * stride;
+            if (c < nchunks) chunk_fma(p, acc, w[u], tile, N, c, M, XFromRegs<P>{xr[u]});
+        }
+        reduce_store(p, acc, tile, M, N);
+    }
+#else
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         Acc acc[RW][MB];
 #pragma unroll
         for (int r = 0; r < RW; ++r)
 #pragma unroll
             for (int m = 0; m < MB; ++m) acc[r][m] = Acc(0);
-        int rows[RW];
-#pragma unroll
-        for (int r = 0; r < RW; ++r) rows[r] = min(tile * RW + r, N - 1);
-#if GEMV_XREG
-        {
-            const int c0 = threadIdx.x;
-#else
         for (int c0 = threadIdx.x; c0 < nchunks; c0 += stride * U) {
-#endif
             uint4 w[U][RW];
+            load_tile(p, w, tile, N, c0, stride, nchunks);
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 const int c = c0 + u * stride;
-#pragma unroll
-                for (int r = 0; r < RW; ++r)
-                    if (c < nchunks) w[u][r] = ld_stream(p.wrow(rows[r]) + c);
-            }
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int c = c0 + u * stride;
-                if (c < nchunks) {
-                    Dec d[RW];
-#pragma unroll
-                    for (int r = 0; r < RW; ++r) p.decode(d[r], w[u][r], rows[r], c);
-#pragma unroll
-                    for (int m = 0; m < MB; ++m) {
-                        if (m < M) {
-#if GEMV_XREG
-                            const XRow& xv = xr[u][m];
-#else
-                            XRow xv;
-                            p.load_x(xv, m, c);
-#endif
-#pragma unroll
-                            for (int r = 0; r < RW; ++r) p.fma(acc[r][m], d[r], xv);
-                        }
-                    }
-                }
+                if (c < nchunks) chunk_fma(p, acc, w[u], tile, N, c, M, XFromMem<P>{p, c});
             }
         }
-#pragma unroll
-        for (int r = 0; r < RW; ++r)
-#pragma unroll
-            for (int m = 0; m < MB; ++m) {
-                Acc v = warp_sum(acc[r][m]);
-                if (lane == 0) red[warp][r][m] = v;
-            }
-        __syncthreads();
-        if (threadIdx.x < RW * MB) {
-            const int r = threadIdx.x / MB, m = threadIdx.x % MB;
-            const int row = tile * RW + r;
-            if (m < M && row < N) {
-                Acc s = red[0][r][m];
-                for (int q = 1; q < nwarps; ++q) s += red[q][r][m];
-                p.store(row, m, s);
-            }
-        }
-        __syncthreads();
+        reduce_store(p, acc, tile, M, N);
     }
+#endif
 }

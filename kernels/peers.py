@@ -26,7 +26,7 @@ SPECS: tuple[KernelSpec, ...] = (
     KernelSpec("cublas_fp32", "fp32", "cublas", "peer", _RUN, m_max=256, geometry="cupy.matmul (cuBLAS)",
                notes="TF32 off (CuPy default)"),
     KernelSpec("torch_int4_tinygemm", "w4a16", "torch", "peer", _RUN, m_max=256,
-               geometry="torch._weight_int4pack_mm (tinygemm), G=128, inner_k_tiles=8",
+               geometry="torch._weight_int4pack_mm (tinygemm), G=128, inner_k_tiles=8 (2 where K % 1024 != 0)",
                notes="bf16 activations and output; zero point stored as a bf16 offset ((8 - z) * s)"),
     KernelSpec("torch_fp8_scaled_mm", "fp8", "torch", "peer", _RUN, m_max=256, min_cc=89,
                geometry="torch._scaled_mm, e4m3 x e4m3, per-tensor scales",
@@ -63,8 +63,8 @@ class PeerRunner:
 
     def check(self, M: int, N: int, K: int) -> None:
         check_batch(self.spec, M)
-        if self.spec.name == "torch_int4_tinygemm" and K % 1024:
-            raise InputError(f"torch_int4_tinygemm needs K divisible by 1024 (inner_k_tiles=8), got K={K}")
+        if self.spec.name == "torch_int4_tinygemm" and K % 256:
+            raise InputError(f"torch_int4_tinygemm needs K divisible by 256, got K={K}")
         if K % 16 or N % 16:
             raise InputError(f"{self.spec.name}: N and K must be multiples of 16, got N={N}, K={K}")
 
@@ -106,16 +106,16 @@ class PeerRunner:
         if name == "torch_int4_tinygemm":
             q = quant.random_w4(N, K, 128, seed=seed + 1, xp=cp)
             codes = torch.as_tensor(q.codes, device="cuda").to(torch.int32)
-            packed_u8 = ((codes[:, 1::2] << 4) | codes[:, ::2]).to(torch.uint8)
-            wp = torch.ops.aten._convert_weight_to_int4pack(packed_u8, 8)
+            packed_u8 = ((codes[:, ::2] << 4) | codes[:, 1::2]).to(torch.uint8)  # even k in the high nibble
+            wp = torch.ops.aten._convert_weight_to_int4pack(packed_u8, 8 if K % 1024 == 0 else 2)
             s = torch.as_tensor(q.scales, device="cuda").float()
             z = torch.as_tensor(q.zeros, device="cuda").float()
             sz = torch.stack([s, (8.0 - z) * s], dim=2).transpose(0, 1).contiguous().bfloat16()  # [K/G, N, 2]
             arrays |= {"x": xt.bfloat16(), "w": wp, "sz": sz}
             arrays["out"] = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-            w_ref = (torch.as_tensor(q.codes, device="cuda").double() - 8.0) * sz[..., 0].double().t().repeat_interleave(
-                128, dim=1
-            ) + sz[..., 1].double().t().repeat_interleave(128, dim=1)
+            s_full = sz[..., 0].double().t().repeat_interleave(128, dim=1)
+            z_full = sz[..., 1].double().t().repeat_interleave(128, dim=1)
+            w_ref = (torch.as_tensor(q.codes, device="cuda").double() - 8.0) * s_full + z_full
             return arrays["out"], arrays["x"].double(), w_ref
         if name == "torch_fp8_scaled_mm":
             q = quant.random_fp8(N, K, per="tensor", seed=seed + 1, xp=cp)

@@ -193,7 +193,7 @@ def encode_e4m3(v: Array, xp: ModuleType = np) -> Array:
     d_hi = pos[hi] - a
     take_hi = (d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0))
     code = xp.where(take_hi, hi, lo).astype(xp.uint8)
-    neg = (v < 0) & (code != 0)
+    neg = xp.signbit(v)  # -0.0 and negatives that round to zero keep the sign, as IEEE-style casts do
     return xp.where(neg, code | xp.uint8(0x80), code).astype(xp.uint8)
 
 

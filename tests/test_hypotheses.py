@@ -235,7 +235,7 @@ def test_abs_error_interval_by_hand():
                                         np.array([11.0, 11.0]))  # fmt: skip
     assert mid == pytest.approx([0.2, 0.0])
     assert low == pytest.approx([1 - 8 / 9, 0.0])  # prediction inside [p10, p90]: the error may be 0
-    assert high == pytest.approx([1 - 8 / 11, 1 - 10 / 11])
+    assert high == pytest.approx([1 - 8 / 11, 10 / 9 - 1])  # the larger of the two ends
 
 
 def test_model_error_stat_threshold_and_no_predicted_row():

@@ -11,6 +11,7 @@ from workbench.nvml import NvmlSampler
 from workbench.profiler import (
     Point,
     Shape,
+    SweepAborted,
     check_memory,
     default_shapes,
     plan,
@@ -180,3 +181,33 @@ def test_cli_without_gpu_says_what_still_works(capsys):
     assert err.count("\n") == 1 and "predict" in err and "dashboard" in err
     assert main(["calibrate", "--out", "/tmp/wb-cal-test"]) == 2
     assert "predict" in capsys.readouterr().err
+
+
+def test_lost_cuda_context_aborts_keeping_points(tmp_path):
+    class Crashing(FakeRunner):
+        def launch(self, p):
+            if p.N == 64:
+                raise RuntimeError("cudaErrorIllegalAddress")
+            super().launch(p)
+
+    class DeadAfterCrash(FakeTimer):
+        def synchronize(self):
+            if any(n == 64 for n in seen):
+                raise RuntimeError("cudaErrorIllegalAddress")
+
+    seen = []
+    runner = Crashing()
+    orig = runner.make
+
+    def make(M, N, K, **kw):
+        seen.append(N)
+        return orig(M, N, K, **kw)
+
+    runner.make = make
+    out = tmp_path / "a.parquet"
+    with pytest.raises(SweepAborted, match="--exclude fake_fp32"):
+        run_sweep(plan([FAKE_SPEC], SHAPES, [1], 90), out, ENV, cfg=CFG, timer=DeadAfterCrash(runner),
+                  runner_factory=lambda n: runner, sampler=NvmlSampler(device=FakeNvmlDevice()), progress=False,
+                  log=lambda m: None)
+    assert len(store.load_measurements(out)) == 1
+    assert main(["profile", "--exclude", "nope"]) == 2

@@ -6,7 +6,9 @@ in one line what still works (exit 2).
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +19,7 @@ from workbench import store
 from workbench.environment import Environment, detect, require_gpu
 from workbench.profiler import (
     DEFAULT_BATCHES,
+    SweepAborted,
     SweepResult,
     calibration_clock,
     check_memory,
@@ -64,12 +67,13 @@ def _summary(result: SweepResult, run_id: str) -> None:
 def profile(
     scheme: Annotated[list[str] | None, typer.Option("--scheme", "-s", help="scheme(s); default: all")] = None,
     kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", help="kernel name(s); default: all")] = None,
+    exclude: Annotated[list[str] | None, typer.Option("--exclude", "-x", help="kernel name(s) to leave out")] = None,
     batch: Annotated[list[int] | None, typer.Option("--batch", "-m", help="batch sizes M; default 1..256")] = None,
     shape: Annotated[list[str] | None, typer.Option("--shape", help="NxK weight shape, repeatable")] = None,
     model: Annotated[str | None, typer.Option("--model", help="an LLM's layers, e.g. llama-2-7b")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="output .parquet")] = None,
     hot: Annotated[bool, typer.Option("--hot", help="one input set (L2-warm) instead of rotating >= 3x L2")] = False,
-    budget: Annotated[float, typer.Option("--budget", help="seconds of timing loop per point")] = 0.15,
+    budget: Annotated[float, typer.Option("--budget", help="seconds of timing loop per point")] = 0.12,
     graph: Annotated[bool, typer.Option("--graph/--no-graph", help="replay a CUDA graph of launches")] = True,
     fresh: Annotated[bool, typer.Option("--fresh", help="discard what the output holds instead of resuming")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
@@ -81,7 +85,7 @@ def profile(
     if model:
         shapes += model_shapes(model)
     shapes = dedupe_shapes(shapes) if shapes else default_shapes()
-    specs = select_kernels(scheme or [], kernel or [])
+    specs = select_kernels(scheme or [], kernel or [], exclude or [])
     batches = list(batch or DEFAULT_BATCHES)
     if out is not None:
         if out.suffix != ".parquet":
@@ -102,10 +106,18 @@ def profile(
     from workbench.timing import CudaTimer
 
     print(f"{env.gpu_name} ({env.gpu_uuid}) cc {env.compute_capability}, {len(points)} points -> {out}")
-    result = run_sweep(
-        points, out, env, cfg=cfg, timer=CudaTimer(use_graph=graph), sampler=NvmlSampler(uuid=env.gpu_uuid or None),
-        calibration_sm_clock_hz=calibration_clock(env, calibration_dir), fresh=fresh, progress=progress,
-    )
+    try:
+        result = run_sweep(
+            points, out, env, cfg=cfg, timer=CudaTimer(use_graph=graph), sampler=NvmlSampler(uuid=env.gpu_uuid or None),
+            calibration_sm_clock_hz=calibration_clock(env, calibration_dir), fresh=fresh, progress=progress,
+        )
+    except SweepAborted as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if exc.context_lost:  # CuPy's destructors would print a screen of errors from the dead context
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
+        raise typer.Exit(1) from None
     if result.skipped_done:
         print(f"resumed: {result.skipped_done} points were already in {out}")
     for line in result.refused:

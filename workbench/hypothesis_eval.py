@@ -102,7 +102,7 @@ def _missing(label: str, why: str) -> Instance:
 
 
 def _shape_label(n: int, k: int) -> str:
-    return f"{int(n)}x{int(k)}"
+    return f"{int(n)}x{int(k)}" if n else "(no shape measured for both sides)"
 
 
 def _scoped(comparison: pd.DataFrame, h: Hypothesis, gpu: str) -> pd.DataFrame:

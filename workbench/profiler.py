@@ -91,11 +91,14 @@ def dedupe_shapes(shapes: Iterable[Shape]) -> list[Shape]:
     return list(seen.values())
 
 
-def select_kernels(schemes: Iterable[str] = (), kernels: Iterable[str] = ()) -> list[KernelSpec]:
+def select_kernels(schemes: Iterable[str] = (), kernels: Iterable[str] = (),
+                   exclude: Iterable[str] = ()) -> list[KernelSpec]:
     """Registered kernels, by name and/or scheme; unknown names and schemes without a kernel are InputErrors."""
     from models.schemes import SCHEME_NAMES
 
-    schemes, kernels = list(schemes), list(kernels)
+    schemes, kernels, exclude = list(schemes), list(kernels), list(exclude)
+    for k in exclude:
+        registry.get(k)  # unknown -> InputError
     for s in schemes:
         if s not in SCHEME_NAMES:
             raise unknown("scheme", s, SCHEME_NAMES)
@@ -105,6 +108,7 @@ def select_kernels(schemes: Iterable[str] = (), kernels: Iterable[str] = ()) -> 
         missing = sorted(set(schemes) - {s.scheme for s in chosen})
         if missing:
             raise InputError(f"no registered kernel runs scheme(s) {', '.join(missing)}; see `workbench kernels`")
+    chosen = [s for s in chosen if s.name not in exclude]
     if not chosen:
         raise InputError("no kernel matches the selection (is the kernel registry empty?)")
     return chosen
@@ -245,8 +249,9 @@ def run_sweep(
     result = SweepResult(frame=existing, skipped_done=len(points) - len(todo), run_id=run_id)
     phases = result.phases
     runners: dict[str, Any] = {}
-    refused: set[tuple[str, int, int]] = set()
+    unavailable: set[str] = set()  # kernels whose runner cannot be built here (torch missing, ...)
     failures_in_row = 0
+    eager_noted: set[str] = set()
 
     def add_phase(name: str, seconds: float) -> None:
         phases[name] = phases.get(name, 0.0) + seconds
@@ -267,25 +272,28 @@ def run_sweep(
                         runners[name] = runner_factory(name)
                         add_phase("runner setup", time.perf_counter() - t)
                     runner = runners[name]
-                    if (name, p.shape.N, p.shape.K) in refused:
+                    if name in unavailable:
                         continue
                     try:
                         runner.check(p.M, p.shape.N, p.shape.K)
                     except InputError as exc:
-                        refused.add((name, p.shape.N, p.shape.K))
-                        result.refused.append(f"{name} {p.shape.N}x{p.shape.K}: {exc}")
+                        result.refused.append(f"{name} M={p.M} {p.shape.N}x{p.shape.K}: {exc}")
                         continue
                     with sampler.window(calibration_sm_clock_hz) as w:
                         timing = measure(runner, p.M, p.shape.N, p.shape.K, env.l2_bytes, timer, cfg)
                     for k, v in timing.phases.items():
                         add_phase(k, v)
+                    if timing.method != "graph" and name not in eager_noted:
+                        eager_noted.add(name)
+                        why = getattr(timer, "capture_error", "") or "graphs off"
+                        log(f"note: {name}: timed eager back-to-back launches, not a CUDA graph ({why})")
                     row = make_row(env, p, timing, w.summary, run_id=run_id, mode=mode,
                                    calibration_sm_clock_hz=calibration_sm_clock_hz)
                     store.append_journal(jpath, row)
                     result.measured += 1
                     failures_in_row = 0
                 except (ImportError, ModuleNotFoundError) as exc:
-                    refused.add((name, p.shape.N, p.shape.K))
+                    unavailable.add(name)
                     result.refused.append(f"{name}: cannot run here ({exc})")
                 except (KeyboardInterrupt, InputError):
                     raise
@@ -294,8 +302,12 @@ def run_sweep(
                     msg = f"{name} M={p.M} {p.shape.N}x{p.shape.K}: {type(exc).__name__}: {exc}".splitlines()[0]
                     result.failed.append(msg)
                     log(f"failed: {msg}")
+                    advice = f"points so far are kept in {out}; re-run with --exclude {name} to resume without it"
+                    if not _device_ok(timer):
+                        raise SweepAborted(f"the CUDA context is lost after {msg}; {advice}", True) from None
                     if failures_in_row >= MAX_CONSECUTIVE_FAILURES:
-                        raise RuntimeError(f"{failures_in_row} points failed in a row; last: {msg}") from exc
+                        why = f"{failures_in_row} points failed in a row (last: {msg})"
+                        raise SweepAborted(f"{why}; {advice}") from None
                 finally:
                     if bar:
                         bar.advance(task)
@@ -306,6 +318,23 @@ def run_sweep(
         result.wall_s = time.perf_counter() - t_start
         result.nvml_warning = sampler.warning
     return result
+
+
+class SweepAborted(RuntimeError):
+    """The sweep cannot go on (a lost CUDA context, a kernel failing repeatedly); finished points are kept."""
+
+    def __init__(self, message: str, context_lost: bool = False) -> None:
+        super().__init__(message)
+        self.context_lost = context_lost
+
+
+def _device_ok(timer: Any) -> bool:
+    """False when the device no longer answers (a sticky CUDA error such as an illegal address)."""
+    try:
+        timer.synchronize()
+        return True
+    except Exception:
+        return False
 
 
 class _NoBar:

@@ -28,8 +28,8 @@ class TimingConfig:
     min_samples: int = 10
     max_samples: int = 400
     target_spread: float = 0.01  # stop when (p90 - p10) / median <= this
-    budget_s: float = 0.15  # wall time for one point's timing loop, after warm-up
-    sample_s: float = 0.5e-3  # target device time of one sample (one graph replay)
+    budget_s: float = 0.12  # wall time for one point's timing loop, after warm-up
+    sample_s: float = 1e-3  # target device time of one sample (one graph replay)
     max_launches: int = 2000  # per sample
     warmup_launches: int = 3  # eager launches per input set before the estimate
     batch: int = 10  # samples enqueued before each synchronisation

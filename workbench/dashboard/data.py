@@ -38,15 +38,17 @@ class DashboardData:
     calibrations: dict[str, Any]  # gpu_key -> calibration
     measurements: pd.DataFrame  # workbench.schema.MEASUREMENT_COLUMNS (+ categoricals)
     comparison: pd.DataFrame  # workbench.compare.compare_points(measurements)
+    latest: pd.DataFrame  # workbench.compare.latest_points(comparison): the newest run of each point
     predictions: pd.DataFrame  # models.roofline.predict over GPUs × schemes × BATCH_GRID × shapes
     shapes: list[tuple[int, int]]  # (N, K) on offer
     model_keys: list[str]
     hypotheses: pd.DataFrame  # workbench.hypotheses.evaluate_all verdict rows ("" frame when unavailable)
+    rollups: pd.DataFrame  # models.roofline.rollup for every model × GPU × scheme on BATCH_GRID (all tiers)
     notes: list[str] = field(default_factory=list)  # what could not be loaded, shown on the page
 
-    @property
+    @functools.cached_property
     def measured_gpus(self) -> list[str]:
-        return sorted(set(self.comparison["gpu_key"].astype(str)))
+        return sorted(str(g) for g in self.comparison["gpu_key"].unique())
 
 
 def _categorize(frame: pd.DataFrame) -> pd.DataFrame:
@@ -124,17 +126,38 @@ def predict_grid(
     return _categorize(pred.reset_index(drop=True))
 
 
-def _load_hypotheses(data_dir: Path, measurements: pd.DataFrame, calibrations: dict[str, Any]) -> pd.DataFrame:
+def rollup_grid(model_keys: list[str], gpu_keys: list[str], calibrations: dict[str, Any]) -> pd.DataFrame:
+    """Predicted whole-model decode steps for every model, GPU and scheme (all tiers), one call per model."""
+    from models.roofline import rollup
+    from models.schemes import SCHEME_NAMES
+
+    parts = []
+    for key in model_keys:
+        try:
+            parts.append(rollup(key, gpu_keys, list(SCHEME_NAMES), list(BATCH_GRID), calibrations=calibrations or None))
+        except InputError:  # a scheme whose group size does not divide a layer: roll up the others one by one
+            for scheme in SCHEME_NAMES:
+                try:
+                    parts.append(rollup(key, gpu_keys, [scheme], list(BATCH_GRID), calibrations=calibrations or None))
+                except InputError:
+                    continue
+    if not parts:
+        return pd.DataFrame(columns=["model", "gpu", "scheme", "batch"])
+    out = pd.concat(parts, ignore_index=True).rename(columns={"gpu": "gpu_key"})
+    return _categorize(out.astype({"model": "string"}).astype({"model": "category"}))
+
+
+def _load_hypotheses(data_dir: Path, comparison: pd.DataFrame) -> pd.DataFrame:
     from workbench import hypotheses
 
-    return pd.DataFrame(hypotheses.evaluate_all(data_dir=data_dir, measurements=measurements, calibrations=calibrations))
+    return pd.DataFrame(hypotheses.evaluate_all(data_dir=data_dir, comparison=comparison))
 
 
 def build_data(data_dir: str | Path) -> DashboardData:
     """Load and precompute everything for one data directory (use `load_data` for the cached version)."""
     from models.hardware import load_calibrations, load_gpus
     from models.workloads import SHAPES, model_keys
-    from workbench.compare import compare_points
+    from workbench.compare import compare_points, latest_points
     from workbench.store import load_measurements
 
     data_dir = Path(data_dir)
@@ -152,7 +175,7 @@ def build_data(data_dir: str | Path) -> DashboardData:
     batches = tuple(sorted(set(BATCH_GRID) | set(int(m) for m in comparison["M"].unique())))
     predictions = predict_grid(list(gpus), grid_shapes, calibrations, batches)
     try:
-        verdicts = _load_hypotheses(data_dir, measurements, calibrations)
+        verdicts = _load_hypotheses(data_dir, comparison)
     except (InputError, ImportError, OSError) as exc:
         verdicts = pd.DataFrame()
         notes.append(f"hypotheses not evaluated: {str(exc).splitlines()[0]}")
@@ -162,10 +185,12 @@ def build_data(data_dir: str | Path) -> DashboardData:
         calibrations=dict(calibrations),
         measurements=_categorize(measurements),
         comparison=_categorize(comparison),
+        latest=_categorize(latest_points(comparison)),
         predictions=predictions,
         shapes=shapes,
         model_keys=keys,
         hypotheses=verdicts,
+        rollups=rollup_grid(keys, list(gpus), calibrations),
         notes=notes,
     )
 
@@ -228,10 +253,12 @@ def parse_upload(data: DashboardData, filename: str, content: bytes) -> Upload:
 
 @dataclass(frozen=True)
 class Frames:
-    """The measured frames a session sees: the shipped data plus its uploads."""
+    """The measured frames a session sees: the shipped data plus its uploads. The views draw `latest` (the newest
+    run of each point); the data table lists every row of `comparison`."""
 
     measurements: pd.DataFrame
     comparison: pd.DataFrame
+    latest: pd.DataFrame
     uploads: tuple[str, ...] = ()
 
 
@@ -242,10 +269,14 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def session_frames(data: DashboardData, uploads: list[Upload]) -> Frames:
     """The shipped frames with the session's uploads appended (categoricals rebuilt over the union)."""
+    from workbench.compare import latest_points
+
     if not uploads:
-        return Frames(data.measurements, data.comparison)
+        return Frames(data.measurements, data.comparison, data.latest)
+    comparison = _concat([data.comparison] + [u.comparison for u in uploads])
     return Frames(
         _concat([data.measurements] + [u.measurements for u in uploads]),
-        _concat([data.comparison] + [u.comparison for u in uploads]),
+        comparison,
+        _categorize(latest_points(comparison)),
         tuple(u.filename for u in uploads),
     )

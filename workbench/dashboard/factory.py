@@ -27,12 +27,27 @@ def create_app(data_dir: str | Path | None = None) -> Any:
         update_title=None,
         suppress_callback_exceptions=False,
     )
-    app.layout = build_layout(data, default_selection(data))
-    register(app, AppState(data))
+    defaults = default_selection(data)
+    app.layout = build_layout(data, defaults)
+    state = AppState(data)
+    register(app, state)
+    warm_up(state, defaults)
     # Uploads arrive base64-encoded inside the callback JSON; anything far above the limit is refused outright,
     # anything between is read and answered with a message.
     app.server.config["MAX_CONTENT_LENGTH"] = 8 * UPLOAD_LIMIT_BYTES
     return app
+
+
+def warm_up(state: AppState, defaults: Any) -> None:
+    """Build every view once for the default selection, so the first page load does not pay for Plotly's lazy
+    imports and validators."""
+    from workbench.dashboard import ids
+    from workbench.dashboard.callbacks import view_figure
+
+    controls = (list(defaults.gpus), list(defaults.schemes), [], defaults.shape, [0, 8], defaults.baseline,
+                defaults.tier, defaults.mode)
+    for view in ids.FIGURES:
+        view_figure(state, view, controls, []).to_plotly_json()
 
 
 def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: str | Path | None = None,

@@ -17,8 +17,6 @@ _RATIO_TICKS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 
 def error_heatmap(frame: pd.DataFrame, *, tier: str, title: str):
     """predicted/measured per (kernel, batch) on a log2 colour scale centred on 1."""
-    import plotly.graph_objects as go
-
     frame = frame[np.isfinite(frame["ratio"]) & (frame["ratio"] > 0)] if not frame.empty else frame
     if frame.empty:
         return style.empty_figure(f"No measured points with a {tier} prediction for this selection.", title)
@@ -29,8 +27,8 @@ def error_heatmap(frame: pd.DataFrame, *, tier: str, title: str):
     z = np.log2(ratio)
     limit = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
     limit = max(limit, 0.5)
-    fig = go.Figure(
-        go.Heatmap(
+    heat = dict(
+            type="heatmap",
             z=z,
             x=[str(m) for m in table.columns],
             y=list(table.index),
@@ -47,16 +45,14 @@ def error_heatmap(frame: pd.DataFrame, *, tier: str, title: str):
                 "ticktext": [f"{t:g}×" for t in _RATIO_TICKS],
             },
             hovertemplate=f"<b>%{{y}}</b><br>M=%{{x}}<br>predicted ({tier}) / measured = %{{customdata:.3f}}<extra></extra>",
-        ),
-        layout=style.BASE_LAYOUT,
     )
-    fig.update_layout(
-        title={"text": title},
-        xaxis={"title": {"text": style.BATCH_AXIS}, "type": "category"},
-        yaxis={"title": {"text": "kernel (scheme)"}},
-        height=max(380, 60 + 34 * len(table.index)),
-    )
-    return fig
+    layout = {
+        "title": {"text": title},
+        "xaxis": {"title": {"text": style.BATCH_AXIS}, "type": "category"},
+        "yaxis": {"title": {"text": "kernel (scheme)"}},
+        "height": max(380, 60 + 34 * len(table.index)),
+    }
+    return style.make_figure([heat], layout)
 
 
 _CLOCK_PANELS = (
@@ -68,9 +64,6 @@ _CLOCK_PANELS = (
 
 def clocks_figure(measured: pd.DataFrame, *, title: str):
     """SM clock, memory clock and power per measured point (in run order); throttled points marked ✕."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     if measured.empty:
         return style.empty_figure("No measured points for this selection (predictions only).", title)
     frame = measured.sort_values(["timestamp"], kind="stable").reset_index(drop=True)
@@ -78,62 +71,43 @@ def clocks_figure(measured: pd.DataFrame, *, title: str):
         return style.empty_figure("These measurements carry no NVML clock samples.", title)
     x = np.arange(len(frame))
     throttled = frame["throttled"].fillna(False).to_numpy(dtype=bool)
+    # numeric customdata (Plotly deep-copies object arrays element by element); strings go in `text`
     custom = np.column_stack(
         [
-            frame["kernel"].to_numpy(dtype=object),
-            frame["M"].to_numpy(),
-            (frame["N"].astype("string") + "×" + frame["K"].astype("string")).to_numpy(dtype=object),
-            frame["clock_reasons"].replace("", "none").to_numpy(dtype=object),
-            frame["sm_clock_min_hz"].to_numpy() * style.MEGA,
-            frame["temperature_max_c"].to_numpy(),
-            frame["gpu_key"].to_numpy(dtype=object),
+            frame["M"].to_numpy(dtype=float),
+            frame["N"].to_numpy(dtype=float),
+            frame["K"].to_numpy(dtype=float),
+            frame["sm_clock_min_hz"].to_numpy(dtype=float) * style.MEGA,
+            frame["temperature_max_c"].to_numpy(dtype=float),
         ]
     )
-    hover = (
-        "<b>%{customdata[0]}</b> · M=%{customdata[1]} · %{customdata[2]} · %{customdata[6]}<br>%{y:.4g} "
-        "{unit}<br>SM clock min %{customdata[4]:.0f} MHz · max temp %{customdata[5]:.0f} °C"
-        "<br>clock reasons: %{customdata[3]}<extra></extra>"
+    reasons = frame["clock_reasons"].astype("string").fillna("").replace("", "none")
+    # fixed-width unicode, not object: validated and copied as one block
+    text = np.array(
+        (frame["kernel"].astype("string") + " · " + frame["gpu_key"].astype("string") + "<br>clock reasons: " + reasons)
+        .tolist(),
+        dtype=str,
     )
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06)
-    for i, (column, axis, scale) in enumerate(_CLOCK_PANELS, start=1):
+    hover = (
+        "<b>%{text}</b><br>M=%{customdata[0]} · %{customdata[1]}×%{customdata[2]} · %{y:.4g} {unit}"
+        "<br>SM clock min %{customdata[3]:.0f} MHz · max temp %{customdata[4]:.0f} °C<extra></extra>"
+    )
+    panels = []
+    for i, (column, axis, scale) in enumerate(_CLOCK_PANELS):
         unit = axis.split("(")[-1].rstrip(")")
         y = frame[column].to_numpy(dtype=float) * scale
-        fig.add_trace(
-            go.Scattergl(
-                x=x,
-                y=y,
-                mode="markers",
-                name=axis,
-                marker={"size": 5, "color": "#1f77b4"},
-                customdata=custom,
-                hovertemplate=hover.replace("{unit}", unit),
-                showlegend=False,
-            ),
-            row=i,
-            col=1,
-        )
+        traces = [
+            dict(type=style.scatter_type(len(x)), x=x, y=y, mode="markers", name=axis, marker={"size": 5, "color": "#1f77b4"},
+                 customdata=custom, text=text, hovertemplate=hover.replace("{unit}", unit), showlegend=False)
+        ]
         if throttled.any():
-            fig.add_trace(
-                go.Scattergl(
-                    x=x[throttled],
-                    y=y[throttled],
-                    mode="markers",
-                    name="throttled",
-                    legendgroup="throttled",
-                    showlegend=i == 1,
-                    marker={"size": 10, "symbol": "x", "color": "#d62728"},
-                    customdata=custom[throttled],
-                    hovertemplate=hover.replace("{unit}", unit),
-                ),
-                row=i,
-                col=1,
+            traces.append(
+                dict(type=style.scatter_type(len(x)), x=x[throttled], y=y[throttled], mode="markers", name="throttled",
+                     legendgroup="throttled", showlegend=i == 0, marker={"size": 10, "symbol": "x", "color": "#d62728"},
+                     customdata=custom[throttled], text=text[throttled], hovertemplate=hover.replace("{unit}", unit))
             )
-        fig.update_yaxes(title_text=axis, row=i, col=1)
-    fig.update_xaxes(title_text="measured point (run order)", row=3, col=1)
+        xaxis = {"title": {"text": "measured point (run order)"}}
+        panels.append(style.Panel(traces, xaxis, {"title": {"text": axis}}))
     n_thr = int(throttled.sum())
-    fig.update_layout(
-        style.BASE_LAYOUT,
-        title={"text": f"{title} — {len(frame)} points, {n_thr} throttled"},
-        height=640,
-    )
-    return fig
+    layout = {"title": {"text": f"{title} — {len(frame)} points, {n_thr} throttled"}, "height": 640}
+    return style.compose(panels, 3, 1, layout, vspace=0.06, share_x=True)

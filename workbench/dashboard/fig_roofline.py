@@ -18,17 +18,8 @@ from workbench.dashboard import style
 X_RANGE = (0.1, 1e4)  # FLOP/byte: fp32 GEMV (~0.25) to large-batch int4 GEMM
 
 
-def _add(fig, trace, row: int | None, col: int | None) -> None:
-    if row is None:
-        fig.add_trace(trace)
-    else:
-        fig.add_trace(trace, row=row, col=col)
-
-
-def ceiling_traces(ceilings: pd.DataFrame, showlegend: bool = True) -> list[Any]:
+def ceiling_traces(ceilings: pd.DataFrame, showlegend: bool = True) -> list[dict[str, Any]]:
     """One roof per (unit, tier): the memory diagonal up to the ridge, then the flat compute ceiling."""
-    import plotly.graph_objects as go
-
     traces = []
     lo, hi = X_RANGE
     for row in ceilings.itertuples(index=False):
@@ -40,7 +31,8 @@ def ceiling_traces(ceilings: pd.DataFrame, showlegend: bool = True) -> list[Any]
         calibrated = row.tier == "calibrated"
         name = f"{row.unit} roof ({row.tier})"
         traces.append(
-            go.Scatter(
+            dict(
+                type="scatter",
                 x=xs,
                 y=ys,
                 mode="lines",
@@ -58,128 +50,121 @@ def ceiling_traces(ceilings: pd.DataFrame, showlegend: bool = True) -> list[Any]
     return traces
 
 
+# customdata is numeric only (Plotly deep-copies object arrays element by element); strings go in `text`.
 _MEASURED_HOVER = (
-    "<b>%{customdata[0]}</b> (%{customdata[1]}) · M=%{customdata[2]} · %{customdata[3]}<br>"
-    "measured %{customdata[4]:.4g} µs (p10 %{customdata[5]:.4g}, p90 %{customdata[6]:.4g})<br>"
-    "predicted (%{customdata[7]}) %{customdata[8]:.4g} µs · pred/meas %{customdata[9]:.3f}<br>"
-    "achieved %{customdata[10]:.4g} GB/s · %{y:.4g} TFLOP/s<br>"
-    "intensity %{x:.3g} FLOP/B · bound %{customdata[11]} · throttled %{customdata[12]}<extra>measured</extra>"
+    "<b>{kernel}</b> ({scheme}) · M=%{{customdata[0]}} · %{{customdata[1]}}×%{{customdata[2]}}<br>"
+    "measured %{{customdata[3]:.4g}} µs (p10 %{{customdata[4]:.4g}}, p90 %{{customdata[5]:.4g}})<br>"
+    "predicted ({tier}) %{{customdata[6]:.4g}} µs · pred/meas %{{customdata[7]:.3f}}<br>"
+    "achieved %{{customdata[8]:.4g}} GB/s · %{{y:.4g}} TFLOP/s<br>"
+    "intensity %{{x:.3g}} FLOP/B · %{{text}}<extra>measured</extra>"
 )
 _PREDICTED_HOVER = (
-    "<b>%{customdata[0]}</b> predicted (%{customdata[1]}) · M=%{customdata[2]} · %{customdata[3]}<br>"
-    "time %{customdata[4]:.4g} µs · traffic %{customdata[5]:.4g} MB · %{customdata[6]:.4g} GB/s<br>"
-    "attainable %{y:.4g} TFLOP/s · intensity %{x:.3g} FLOP/B · bound %{customdata[7]}<extra>predicted</extra>"
+    "<b>{scheme}</b> predicted ({tier}) · M=%{{customdata[0]}} · %{{customdata[1]}}×%{{customdata[2]}}<br>"
+    "time %{{customdata[3]:.4g}} µs · traffic %{{customdata[4]:.4g}} MB · %{{customdata[5]:.4g}} GB/s<br>"
+    "attainable %{{y:.4g}} TFLOP/s · intensity %{{x:.3g}} FLOP/B · bound %{{text}}<extra>predicted</extra>"
 )
 
 
-def _shape_labels(frame: pd.DataFrame) -> np.ndarray:
-    return (frame["N"].astype("string") + "×" + frame["K"].astype("string")).to_numpy(dtype=object)
+def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
+    return frame[name].to_numpy(dtype=float) if name in frame else np.full(len(frame), np.nan)
 
 
-def measured_traces(measured: pd.DataFrame, tier: str, time_col: str, showlegend: bool = True) -> list[Any]:
-    """Filled markers at (intensity, achieved FLOP/s), one trace per scheme."""
-    import plotly.graph_objects as go
-
+def measured_traces(
+    measured: pd.DataFrame, tier: str, time_col: str, showlegend: bool = True
+) -> list[dict[str, Any]]:
+    """Filled markers at (intensity, achieved FLOP/s), one trace per kernel, coloured by scheme."""
     traces = []
-    ratio_col = "ratio_" + tier
-    for scheme, part in measured.groupby("scheme", sort=False, observed=True):
+    bound_col = "bound_datasheet" if tier == "datasheet" else "bound_calibrated"
+    for kernel, part in measured.groupby("kernel", sort=True, observed=True):
         if part.empty:
             continue
-        bound = part.get("bound_calibrated" if tier != "datasheet" else "bound_datasheet")
+        scheme = str(part["scheme"].iloc[0])
         custom = np.column_stack(
             [
-                part["kernel"].to_numpy(dtype=object),
-                part["scheme"].to_numpy(dtype=object),
-                part["M"].to_numpy(),
-                _shape_labels(part),
-                part["time_measured_s"].to_numpy() * style.US,
-                part["time_p10_s"].to_numpy() * style.US,
-                part["time_p90_s"].to_numpy() * style.US,
-                np.full(len(part), tier, dtype=object),
-                part[time_col].to_numpy() * style.US,
-                part[ratio_col].to_numpy() if ratio_col in part else np.full(len(part), np.nan),
-                part["achieved_bytes_per_s"].to_numpy() * style.GIGA,
-                bound.to_numpy(dtype=object) if bound is not None else np.full(len(part), "", dtype=object),
-                part["throttled"].astype("string").fillna("n/a").to_numpy(dtype=object),
+                _column(part, "M"),
+                _column(part, "N"),
+                _column(part, "K"),
+                _column(part, "time_measured_s") * style.US,
+                _column(part, "time_p10_s") * style.US,
+                _column(part, "time_p90_s") * style.US,
+                _column(part, time_col) * style.US,
+                _column(part, "ratio_" + tier),
+                _column(part, "achieved_bytes_per_s") * style.GIGA,
             ]
         )
+        bound = part[bound_col].astype("string").fillna("") if bound_col in part else pd.Series("", index=part.index)
+        throttled = part["throttled"].astype("string").fillna("n/a") if "throttled" in part else "n/a"
+        text = np.array(("bound " + bound + " · throttled " + throttled).tolist(), dtype=str)
         traces.append(
-            go.Scattergl(
-                x=part["intensity"].to_numpy(),
-                y=part["achieved_flops_per_s"].to_numpy() * style.TERA,
+            dict(
+                type=style.scatter_type(len(part)),
+                x=part["intensity"].to_numpy(dtype=float),
+                y=part["achieved_flops_per_s"].to_numpy(dtype=float) * style.TERA,
                 mode="markers",
-                name=f"{scheme} measured",
-                legendgroup=f"m-{scheme}",
+                name=f"{kernel} measured",
+                legendgroup=f"m-{kernel}",
                 showlegend=showlegend,
-                marker={"color": style.scheme_color(str(scheme)), "size": 8, "line": {"width": 0.5, "color": "#222"}},
+                marker={"color": style.scheme_color(scheme), "size": 8, "line": {"width": 0.5, "color": "#222"}},
                 customdata=custom,
-                hovertemplate=_MEASURED_HOVER,
+                text=text,
+                hovertemplate=_MEASURED_HOVER.format(kernel=kernel, scheme=scheme, tier=tier),
             )
         )
     return traces
 
 
-def predicted_traces(predicted: pd.DataFrame, tier: str, time_col: str, showlegend: bool = True) -> list[Any]:
+def predicted_traces(
+    predicted: pd.DataFrame, tier: str, time_col: str, showlegend: bool = True
+) -> list[dict[str, Any]]:
     """Open markers at (intensity, FLOPs / predicted time), one trace per scheme."""
-    import plotly.graph_objects as go
-
     traces = []
     bound_col = "bound_datasheet" if tier == "datasheet" else "bound_calibrated"
     for scheme, part in predicted.groupby("scheme", sort=False, observed=True):
         part = part[part[time_col] > 0]
         if part.empty:
             continue
-        t = part[time_col].to_numpy()
+        t = part[time_col].to_numpy(dtype=float)
+        nbytes = part["bytes"].to_numpy(dtype=float)
         custom = np.column_stack(
-            [
-                part["scheme"].to_numpy(dtype=object),
-                np.full(len(part), tier, dtype=object),
-                part["M"].to_numpy(),
-                _shape_labels(part),
-                t * style.US,
-                part["bytes"].to_numpy() * 1e-6,
-                part["bytes"].to_numpy() / t * style.GIGA,
-                part[bound_col].astype("string").fillna("").to_numpy(dtype=object)
-                if bound_col in part
-                else np.full(len(part), "", dtype=object),
-            ]
+            [_column(part, "M"), _column(part, "N"), _column(part, "K"), t * style.US, nbytes * 1e-6,
+             nbytes / t * style.GIGA]
         )
+        bound = np.array(part[bound_col].astype("string").fillna("").tolist(), dtype=str) if bound_col in part else None
         traces.append(
-            go.Scattergl(
-                x=part["intensity"].to_numpy(),
-                y=part["flops"].to_numpy() / t * style.TERA,
+            dict(
+                type=style.scatter_type(len(part)),
+                x=part["intensity"].to_numpy(dtype=float),
+                y=part["flops"].to_numpy(dtype=float) / t * style.TERA,
                 mode="markers",
                 name=f"{scheme} predicted",
                 legendgroup=f"p-{scheme}",
                 showlegend=showlegend,
-                marker={"color": style.scheme_color(str(scheme)), "size": 9, "symbol": "circle-open", "line": {"width": 1.5}},
+                marker={"color": style.scheme_color(str(scheme)), "size": 9, "symbol": "circle-open",
+                        "line": {"width": 1.5}},
                 customdata=custom,
-                hovertemplate=_PREDICTED_HOVER,
+                text=bound,
+                hovertemplate=_PREDICTED_HOVER.format(scheme=scheme, tier=tier),
             )
         )
     return traces
 
 
-def add_roofline(
-    fig,
+def roofline_panel(
     ceilings: pd.DataFrame,
     measured: pd.DataFrame,
     predicted: pd.DataFrame,
     *,
     tier: str,
     time_col: str,
-    row: int | None = None,
-    col: int | None = None,
+    title: str = "",
     showlegend: bool = True,
-) -> None:
-    """Add the roofline's traces to `fig` (a subplot cell when row/col are given)."""
-    for trace in ceiling_traces(ceilings, showlegend) + predicted_traces(predicted, tier, time_col, showlegend):
-        _add(fig, trace, row, col)
-    for trace in measured_traces(measured, tier, time_col, showlegend):
-        _add(fig, trace, row, col)
-    axes = {"row": row, "col": col} if row is not None else {}
-    fig.update_xaxes(type="log", title_text=style.INTENSITY_AXIS, range=list(np.log10(X_RANGE)), **axes)
-    fig.update_yaxes(type="log", title_text=style.FLOPS_AXIS, **axes)
+) -> style.Panel:
+    """The roofline's traces and log-log axes, as one panel (a whole figure or a cell of the GPU comparison)."""
+    traces = ceiling_traces(ceilings, showlegend) + predicted_traces(predicted, tier, time_col, showlegend)
+    traces += measured_traces(measured, tier, time_col, showlegend)
+    xaxis = {"type": "log", "title": {"text": style.INTENSITY_AXIS}, "range": list(np.log10(X_RANGE))}
+    yaxis = {"type": "log", "title": {"text": style.FLOPS_AXIS}}
+    return style.Panel(traces, xaxis, yaxis, title)
 
 
 def roofline_figure(
@@ -192,11 +177,7 @@ def roofline_figure(
     title: str,
 ):
     """The roofline for one GPU: datasheet roofs dashed, calibrated solid, measured filled, predicted open."""
-    import plotly.graph_objects as go
-
     if ceilings.empty and measured.empty and predicted.empty:
         return style.empty_figure("Nothing to draw for this selection.", title)
-    fig = go.Figure(layout=style.BASE_LAYOUT)
-    add_roofline(fig, ceilings, measured, predicted, tier=tier, time_col=time_col)
-    fig.update_layout(title={"text": title})
-    return fig
+    panel = roofline_panel(ceilings, measured, predicted, tier=tier, time_col=time_col)
+    return style.compose([panel], 1, 1, {"title": {"text": title}})

@@ -17,6 +17,7 @@ MODEL_PREFIX = "model:"
 DEFAULT_SCHEMES = ("bf16", "w8a16", "w4a16", "w8a8", "fp8")
 DEFAULT_SHAPE = "22016x4096"
 DEFAULT_BASELINE_KERNEL = "cublas_bf16"
+COMPARE_WITH = "h100-sxm"
 
 
 @dataclass(frozen=True)
@@ -58,17 +59,29 @@ def shape_value(n: int, k: int) -> str:
 
 
 def default_selection(data: DashboardData) -> Defaults:
-    """Start on a measured GPU if there is one (else the first in the catalogue), on the most-measured shape."""
-    measured = data.measured_gpus
-    gpus = (measured[0],) if measured else ((next(iter(data.gpus)),) if data.gpus else ())
+    """Start on a measured GPU if there is one (else the first in the catalogue), on the most-measured shape.
+    Computed once per dataset."""
+    cached = data.__dict__.get("_defaults")
+    if cached is None:
+        cached = data.__dict__["_defaults"] = _defaults(data)
+    return cached
+
+
+def _defaults(data: DashboardData) -> Defaults:
     cmp = data.comparison
     if not cmp.empty:
-        top = cmp.groupby(["N", "K"]).size().sort_values(ascending=False).index[0]
-        shape = shape_value(int(top[0]), int(top[1]))
+        counts = cmp.groupby("gpu_key", observed=True).size()
+        gpus = (str(max(counts.index, key=lambda g: (counts[g], -list(data.gpus).index(g) if g in data.gpus else 0))),)
+        sizes = cmp.groupby(["N", "K"]).size()
+        n, k = max(sizes.index, key=lambda nk: (sizes[nk], nk[0] * nk[1]))
+        shape = shape_value(int(n), int(k))
     else:
+        gpus = (next(iter(data.gpus)),) if data.gpus else ()
         shape = DEFAULT_SHAPE if any(shape_value(*s) == DEFAULT_SHAPE for s in data.shapes) else (
             shape_value(*data.shapes[0]) if data.shapes else "")
-    kernels = set(cmp["kernel"].astype(str)) if not cmp.empty else set()
+    others = [g for g in data.measured_gpus if g not in gpus] + [g for g in (COMPARE_WITH, *data.gpus) if g not in gpus]
+    gpus = gpus + tuple(others[:1])  # a second GPU, so the comparison view has something to compare
+    kernels = {str(k) for k in cmp["kernel"].unique()} if not cmp.empty else set()
     baseline = DEFAULT_BASELINE_KERNEL if DEFAULT_BASELINE_KERNEL in kernels else "bf16"
     tier = "floor" if any(g in data.calibrations for g in gpus) else "datasheet"
     mode = "cold" if cmp.empty or (cmp["mode"] == "cold").any() else "hot"
@@ -115,14 +128,16 @@ def control_options(data: DashboardData, frames: Frames | None = None) -> dict:
     from models.schemes import SCHEME_NAMES
 
     cmp = frames.comparison if frames is not None else data.comparison
-    measured = set(cmp["gpu_key"].astype(str))
+    measured = {str(g) for g in cmp["gpu_key"].unique()}
     gpu_opts = [
         {"label": f"{gpu.name} ({key}){' — measured' if key in measured else ''}", "value": key}
         for key, gpu in sorted(data.gpus.items(), key=lambda kv: (kv[0] not in measured, kv[0]))
     ]
-    pairs = sorted(set(zip(cmp["kernel"].astype(str), cmp["scheme"].astype(str), strict=True)))
+    ks = cmp[["kernel", "scheme"]].drop_duplicates()
+    pairs = sorted(set(zip(ks["kernel"].astype(str), ks["scheme"].astype(str), strict=True)))
     kernel_opts = [{"label": f"{k} ({s})", "value": k} for k, s in pairs]
-    shapes = set(data.shapes) | set(zip(cmp["N"].astype(int), cmp["K"].astype(int), strict=True))
+    nk = cmp[["N", "K"]].drop_duplicates()
+    shapes = set(data.shapes) | set(zip(nk["N"].astype(int), nk["K"].astype(int), strict=True))
     ordered = sorted(shapes, key=lambda s: (-(s[0] * s[1]), s))
     shape_opts = [{"label": f"{n}×{k}", "value": shape_value(n, k)} for n, k in ordered]
     shape_opts += [{"label": f"model: {m}", "value": MODEL_PREFIX + m} for m in data.model_keys]
@@ -158,7 +173,7 @@ def _pair_mask(frame: pd.DataFrame, pairs: list[tuple[int, int]]) -> np.ndarray:
 
 
 def _isin(frame: pd.DataFrame, column: str, values: tuple[str, ...]) -> np.ndarray:
-    return frame[column].isin(values).to_numpy(dtype=bool)
+    return np.array(frame[column].isin(values), dtype=bool)
 
 
 def select_measured(
@@ -183,7 +198,7 @@ def select_predicted(data: DashboardData, sel: Selection, gpu: str, schemes: tup
     pred = data.predictions
     if pred.empty:
         return pred
-    mask = (pred["gpu_key"] == gpu).to_numpy(dtype=bool)
+    mask = np.array(pred["gpu_key"] == gpu, dtype=bool)
     mask &= _isin(pred, "scheme", schemes if schemes is not None else sel.schemes)
     m = pred["M"].to_numpy()
     mask &= (m >= sel.m_lo) & (m <= sel.m_hi)
@@ -204,13 +219,14 @@ def gpu_label(data: DashboardData, key: str) -> str:
 def status_lines(data: DashboardData, frames: Frames, sel: Selection) -> list[str]:
     """What the page must say: GPUs with predictions only, tier fall-backs, uploads, load notes."""
     lines = []
-    measured = set(frames.comparison["gpu_key"].astype(str)) if not frames.comparison.empty else set()
+    counts = frames.comparison["gpu_key"].value_counts() if not frames.comparison.empty else pd.Series(dtype=int)
+    measured = {str(g) for g, n in counts.items() if n}
     for gpu in sel.gpus:
         label = gpu_label(data, gpu)
         if gpu not in measured:
             lines.append(f"No measurements for {label}: showing predictions only.")
         else:
-            n = int((frames.comparison["gpu_key"] == gpu).sum())
+            n = int(counts[gpu])
             lines.append(f"{label}: {n} measured points.")
         if sel.tier != "datasheet" and gpu not in data.calibrations:
             lines.append(f"No calibration for {label}: the {sel.tier} tier falls back to the datasheet roofline.")

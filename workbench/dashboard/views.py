@@ -31,12 +31,6 @@ def _title(data: DashboardData, gpu: str, what: str, sel: Selection) -> str:
     return f"{what} — {gpu_label(data, gpu)} · {shape} · {sel.mode}"
 
 
-def _latest(comparison: pd.DataFrame) -> pd.DataFrame:
-    from workbench.compare import latest_points
-
-    return latest_points(comparison) if not comparison.empty else comparison
-
-
 # ---------------------------------------------------------------------------------------------------- roofline
 def ceilings(data: DashboardData, gpu: str, schemes: tuple[str, ...]) -> pd.DataFrame:
     """Datasheet and calibrated roofs of one GPU for the compute units the selected schemes use."""
@@ -64,7 +58,7 @@ def _roofline_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: st
     tier = effective_tier(data, gpu, sel.tier)
     return {
         "ceilings": ceilings(data, gpu, sel.schemes),
-        "measured": _latest(select_measured(frames.comparison, data, sel, (gpu,))),
+        "measured": select_measured(frames.latest, data, sel, (gpu,)),
         "predicted": select_predicted(data, sel, gpu),
         "tier": tier,
         "time_col": TIER_COLUMNS[tier],
@@ -77,22 +71,54 @@ def roofline_view(data: DashboardData, frames: Frames, sel: Selection):
 
 
 # ---------------------------------------------------------------------------------------------------- time vs batch
-def _rollup_predicted(data: DashboardData, sel: Selection, gpu: str, schemes: tuple[str, ...], baseline: str | None):
-    from models.roofline import rollup
-
+def _rollup_predicted(data: DashboardData, sel: Selection, gpu: str, schemes: tuple[str, ...]) -> pd.DataFrame:
+    """(scheme, batch, time_step_s, tokens_per_s, bytes_step) of the selected model from the precomputed roll-up."""
+    roll = data.rollups
     tier = effective_tier(data, gpu, sel.tier)
-    batches = [2**i for i in range(9) if sel.m_lo <= 2**i <= sel.m_hi] or [sel.m_lo]
-    cals = {gpu: data.calibrations[gpu]} if gpu in data.calibrations else None
-    return rollup(sel.model, gpu, list(schemes), batches, calibrations=cals, time_col=TIER_COLUMNS[tier],
-                  baseline=baseline)
+    mask = np.array(roll["model"] == sel.model, dtype=bool) & np.array(roll["gpu_key"] == gpu, dtype=bool)
+    mask &= np.array(roll["scheme"].isin(schemes), dtype=bool)
+    batch = roll["batch"].to_numpy()
+    mask &= (batch >= sel.m_lo) & (batch <= sel.m_hi)
+    part = roll[mask]
+    step = part[f"time_step_{tier}_s"].to_numpy(dtype=float)
+    return pd.DataFrame(
+        {
+            "scheme": part["scheme"].astype(str).to_numpy(),
+            "batch": part["batch"].to_numpy(),
+            "time_step_s": step,
+            "tokens_per_s": part["batch"].to_numpy() / step,
+            "bytes_step": part["bytes_step"].to_numpy(),
+        }
+    )
+
+
+def _complete_schemes(data: DashboardData, frames: Frames, sel: Selection, gpu: str, schemes: tuple[str, ...]):
+    """Schemes measured on every linear layer shape of the model (MoE expert layers never count as measured)."""
+    from models.workloads import get_model
+
+    layers = get_model(sel.model).layers
+    if any(layer.experts > 1 for layer in layers) or frames.latest.empty:
+        return ()
+    cmp = frames.latest
+    mine = cmp[np.array(cmp["gpu_key"] == gpu, dtype=bool) & np.array(cmp["mode"] == sel.mode, dtype=bool)]
+    have = mine.groupby(["scheme", "N", "K"], observed=True).size().reset_index()[["scheme", "N", "K"]]
+    need = {(int(layer.N), int(layer.K)) for layer in layers}
+    out = []
+    for scheme in schemes:
+        got = have[have["scheme"] == scheme]
+        if need <= set(zip(got["N"].astype(int), got["K"].astype(int), strict=True)):
+            out.append(scheme)
+    return tuple(out)
 
 
 def _rollup_measured(data: DashboardData, frames: Frames, sel: Selection, gpu: str, schemes: tuple[str, ...]):
+    """compare.rollup_measured for the schemes measured on every layer (empty when none is)."""
     from workbench.compare import rollup_measured
 
-    if frames.comparison.empty or gpu not in set(frames.comparison["gpu_key"].astype(str)):
-        return pd.DataFrame()
-    out = rollup_measured(frames.comparison, sel.model, gpu_key=gpu, schemes=list(schemes),
+    complete = _complete_schemes(data, frames, sel, gpu, schemes)
+    if not complete:
+        return pd.DataFrame(columns=["scheme", "M", "time_step_measured_s", "tokens_per_s_measured"])
+    out = rollup_measured(frames.latest, sel.model, gpu_key=gpu, schemes=list(complete),
                           calibrations=data.calibrations, mode=sel.mode)
     out = out[(out["M"] >= sel.m_lo) & (out["M"] <= sel.m_hi)]
     return out[np.isfinite(out["time_step_measured_s"].to_numpy(dtype=float))]
@@ -102,7 +128,7 @@ def time_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str) ->
     """Predicted (scheme, M, time_s) and measured (kernel, scheme, M, time_s, p10_s, p90_s) for one GPU."""
     tier = effective_tier(data, gpu, sel.tier)
     if sel.model:
-        pred = _rollup_predicted(data, sel, gpu, sel.schemes, None)
+        pred = _rollup_predicted(data, sel, gpu, sel.schemes)
         predicted = pd.DataFrame({"scheme": pred["scheme"], "M": pred["batch"], "time_s": pred["time_step_s"]})
         meas = _rollup_measured(data, frames, sel, gpu, sel.schemes)
         measured = pd.DataFrame(
@@ -120,7 +146,7 @@ def time_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str) ->
     predicted = pd.DataFrame(
         {"scheme": pred["scheme"].astype(str), "M": pred["M"], "time_s": pred[TIER_COLUMNS[tier]]}
     )
-    cmp = _latest(select_measured(frames.comparison, data, sel, (gpu,)))
+    cmp = select_measured(frames.latest, data, sel, (gpu,))
     measured = pd.DataFrame(
         {
             "kernel": cmp["kernel"].astype(str),
@@ -142,7 +168,7 @@ def time_view(data: DashboardData, frames: Frames, sel: Selection):
 # ---------------------------------------------------------------------------------------------------- speedup
 def baseline_scheme(frames: Frames, baseline: str) -> str:
     """The scheme whose predictions stand for the baseline: a kernel's scheme, or the baseline itself."""
-    cmp = frames.comparison
+    cmp = frames.latest
     if not cmp.empty:
         hit = cmp.loc[cmp["kernel"] == baseline, "scheme"]
         if len(hit):
@@ -173,7 +199,7 @@ def _predicted_speedup(data: DashboardData, sel: Selection, gpu: str, base: str)
     out = speedup(frame, baseline=base, time_col="time")
     ideal = speedup(frame, baseline=base, time_col="bytes")["speedup"].to_numpy()
     curves = pd.DataFrame({"scheme": out["scheme"], "M": out["M"], "speedup": out["speedup"], "ideal": ideal})
-    cross = crossover(frame, baseline=base, time_col="time").dropna(subset=["crossover_M"])
+    cross = crossover(out, baseline=base, time_col="time").dropna(subset=["crossover_M"])  # reuses out.speedup
     crossings = pd.DataFrame(
         {"label": cross["scheme"], "scheme": cross["scheme"], "M": cross["crossover_M"], "kind": "predicted"}
     )
@@ -184,13 +210,15 @@ def _no_crossings() -> pd.DataFrame:
     return pd.DataFrame(columns=["label", "scheme", "M", "kind"])
 
 
-def _measured_speedup(data: DashboardData, frames: Frames, sel: Selection, gpu: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _measured_speedup(
+    data: DashboardData, frames: Frames, sel: Selection, gpu: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(kernel, scheme, M, speedup) over the baseline kernel and the measured crossovers, from workbench.speedup."""
     from workbench.speedup import crossovers, speedups
 
     empty = pd.DataFrame(columns=["kernel", "scheme", "M", "speedup"])
-    everything = replace(sel, schemes=tuple(frames.comparison["scheme"].astype(str).unique()), kernels=())
-    pool = select_measured(frames.comparison, data, everything, (gpu,))
+    everything = replace(sel, schemes=tuple(str(x) for x in frames.latest["scheme"].unique()), kernels=())
+    pool = select_measured(frames.latest, data, everything, (gpu,))
     if pool.empty:
         return empty, _no_crossings()
     try:
@@ -205,25 +233,33 @@ def _measured_speedup(data: DashboardData, frames: Frames, sel: Selection, gpu: 
         {"kernel": table["kernel"], "scheme": table["scheme"], "M": table["M"], "speedup": table["speedup_measured"]}
     )
     cross = crossovers(table).dropna(subset=["crossover_measured"])
+    scheme_of = dict(zip(table["side"].astype(str), table["scheme"].astype(str), strict=True))
     crossings = pd.DataFrame(
-        {"label": cross["kernel"], "scheme": cross["scheme"], "M": cross["crossover_measured"], "kind": "measured"}
+        {
+            "label": cross["side"].astype(str),
+            "scheme": cross["side"].astype(str).map(scheme_of),
+            "M": cross["crossover_measured"],
+            "kind": "measured",
+        }
     )
     return curves, crossings
 
 
 def _model_speedup(data: DashboardData, frames: Frames, sel: Selection, gpu: str, base: str):
-    """Whole-model speedup per decode step: predicted from models.rollup, measured from compare.rollup_measured."""
+    """Whole-model speedup per decode step over the baseline scheme: predicted from the roll-up (with the ideal
+    bytes-only ratio), measured from compare.rollup_measured where every layer was measured."""
     shown = tuple(s for s in sel.schemes if s != base)
-    roll = _rollup_predicted(data, sel, gpu, (*shown, base), base)
-    step_bytes = roll.set_index(["scheme", "batch"])["bytes_step"]
-    roll = roll[roll["scheme"].isin(shown)]
-    base_bytes = step_bytes.xs(base, level="scheme").reindex(roll["batch"]).to_numpy()
+    roll = _rollup_predicted(data, sel, gpu, (*shown, base))
+    base_rows = roll[roll["scheme"] == base].set_index("batch")
+    mine = roll[roll["scheme"].isin(shown)]
+    base_t = base_rows["time_step_s"].reindex(mine["batch"]).to_numpy()
+    base_b = base_rows["bytes_step"].reindex(mine["batch"]).to_numpy()
     predicted = pd.DataFrame(
         {
-            "scheme": roll["scheme"],
-            "M": roll["batch"],
-            "speedup": roll["speedup"],
-            "ideal": base_bytes / roll["bytes_step"].to_numpy(),
+            "scheme": mine["scheme"].to_numpy(),
+            "M": mine["batch"].to_numpy(),
+            "speedup": base_t / mine["time_step_s"].to_numpy(),
+            "ideal": base_b / mine["bytes_step"].to_numpy(),
         }
     )
     meas = _rollup_measured(data, frames, sel, gpu, (*shown, base))
@@ -267,7 +303,7 @@ def error_view(data: DashboardData, frames: Frames, sel: Selection):
     """predicted / measured per kernel × batch (median over the selected shapes) for the primary GPU."""
     gpu = sel.primary
     tier = effective_tier(data, gpu, sel.tier)
-    cmp = _latest(select_measured(frames.comparison, data, sel, (gpu,)))
+    cmp = select_measured(frames.latest, data, sel, (gpu,))
     frame = pd.DataFrame(
         {
             "label": cmp["kernel"].astype(str) + " (" + cmp["scheme"].astype(str) + ")",
@@ -287,27 +323,19 @@ def clocks_view(data: DashboardData, frames: Frames, sel: Selection):
 def compare_view(data: DashboardData, frames: Frames, sel: Selection, view: str):
     """The chosen view (time, speedup or roofline) side by side for every selected GPU."""
     panels = []
-    for gpu in sel.gpus:
-        title = gpu_label(data, gpu)
+    for i, gpu in enumerate(sel.gpus):
+        common = {"title": gpu_label(data, gpu), "showlegend": i == 0}
         if view == "roofline":
-            parts = _roofline_parts(data, frames, sel, gpu)
-            panels.append((title, fig_batch.as_panel(fig_roofline.add_roofline, parts.pop("ceilings"),
-                                                     parts.pop("measured"), parts.pop("predicted"), **parts)))
+            panels.append(fig_roofline.roofline_panel(**_roofline_parts(data, frames, sel, gpu), **common))
         elif view == "speedup":
-            parts = speedup_parts(data, frames, sel, gpu)
-            panels.append((title, fig_batch.as_panel(fig_batch.add_speedup, parts.pop("predicted"),
-                                                     parts.pop("measured"), parts.pop("crossovers"), **parts)))
+            panels.append(fig_batch.speedup_panel(**speedup_parts(data, frames, sel, gpu), **common))
         else:
             parts = time_parts(data, frames, sel, gpu)
             per_token = parts.pop("per_token")
             scale, unit = (style.MS, "ms per decode step") if per_token else (style.US, "µs per call")
-            panels.append((title, fig_batch.as_panel(fig_batch.add_time, parts.pop("predicted"),
-                                                     parts.pop("measured"), scale=scale, unit=unit, **parts)))
+            panels.append(fig_batch.time_panel(**parts, scale=scale, unit=unit, **common))
     shape = f"model {sel.model}" if sel.model else sel.shape.replace("x", "×")
-    fig = fig_batch.facet_figure(panels, title=f"GPU comparison — {view} · {shape} · {sel.mode}")
-    if view == "roofline":
-        fig.update_xaxes(range=list(np.log10(fig_roofline.X_RANGE)))
-    return fig
+    return fig_batch.facet_figure(panels, title=f"GPU comparison — {view} · {shape} · {sel.mode}")
 
 
 def rollup_view(data: DashboardData, frames: Frames, sel: Selection):
@@ -315,7 +343,7 @@ def rollup_view(data: DashboardData, frames: Frames, sel: Selection):
     model = sel.model or (DEFAULT_MODEL if DEFAULT_MODEL in data.model_keys else data.model_keys[0])
     msel = replace(sel, shape="model:" + model)
     gpu = sel.primary
-    pred = _rollup_predicted(data, msel, gpu, sel.schemes, None)
+    pred = _rollup_predicted(data, msel, gpu, sel.schemes)
     frames_out = [
         pd.DataFrame(
             {

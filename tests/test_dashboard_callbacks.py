@@ -1,0 +1,172 @@
+"""Dashboard callbacks as plain functions over a synthetic measured-shaped dataset in a temp dir."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("dash")
+
+from tests.dashboard_synthetic import synthetic_measurements, write_dataset  # noqa: E402
+from workbench.dashboard import callbacks, table  # noqa: E402
+from workbench.dashboard.callbacks import AppState  # noqa: E402
+from workbench.dashboard.data import build_data  # noqa: E402
+from workbench.dashboard.queries import default_selection  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    write_dataset(root, synthetic_measurements(gpus=("h200-sxm",), modes=("cold",)))
+    return AppState(build_data(root))
+
+
+def _controls(state, **over):
+    d = default_selection(state.data)
+    values = {
+        "gpus": list(d.gpus), "schemes": list(d.schemes), "kernels": [], "shape": d.shape, "batch": [0, 8],
+        "baseline": d.baseline, "tier": d.tier, "mode": d.mode,
+    }  # fmt: skip
+    values.update(over)
+    return tuple(values.values())
+
+
+def _upload_contents(raw: bytes) -> str:
+    return "data:application/octet-stream;base64," + base64.b64encode(raw).decode()
+
+
+def test_defaults_start_on_the_measured_gpu_with_a_second_to_compare(state):
+    d = default_selection(state.data)
+    assert d.gpus[0] == "h200-sxm" and len(d.gpus) == 2
+    assert d.shape == "22016x4096" and d.baseline == "cublas_bf16"
+
+
+@pytest.mark.parametrize("view", ["roofline", "time", "speedup", "error", "clocks", "compare", "rollup"])
+def test_every_view_draws_for_the_defaults(state, view):
+    fig = callbacks.view_figure(state, view, _controls(state), [])
+    assert len(fig.data) > 0
+    assert "H200" in fig.layout.title.text or view == "compare"
+
+
+def test_selection_changes_the_figure(state):
+    bf16 = callbacks.view_figure(state, "time", _controls(state, schemes=["bf16"]), [])
+    both = callbacks.view_figure(state, "time", _controls(state, schemes=["bf16", "w4a16"]), [])
+    names = {t.name for t in both.data} - {t.name for t in bf16.data}
+    assert "gemv_w4a16 measured" in names and "w4a16 predicted (datasheet)" in names
+    assert all("w4a16" not in (t.name or "") for t in bf16.data)
+
+
+def test_batch_range_limits_points(state):
+    fig = callbacks.view_figure(state, "time", _controls(state, batch=[2, 4]), [])
+    measured = [t for t in fig.data if (t.name or "").endswith("measured")]
+    assert measured and all(set(t.x) <= {4, 8, 16} for t in measured)
+
+
+def test_gpu_without_measurements_shows_predictions_and_says_so(state):
+    controls = _controls(state, gpus=["a100-sxm-80gb"])
+    fig = callbacks.view_figure(state, "time", controls, [])
+    assert fig.data and all("predicted" in t.name for t in fig.data)
+    lines = [div.children for div in callbacks.status(state, controls, [])]
+    assert any("No measurements" in line and "predictions only" in line for line in lines)
+    records, columns, _, note = callbacks.table_page(state, controls, [], 0, 20, None, None)
+    assert records and "predicted points" in note
+    assert {c["id"] for c in columns} >= {"t_sheet_us", "traffic_mb"}
+
+
+def test_speedup_marks_measured_and_predicted_crossovers(state):
+    fig = callbacks.view_figure(state, "speedup", _controls(state, schemes=["bf16", "w4a16"]), [])
+    marks = next(t for t in fig.data if t.name.startswith("crossover"))
+    kinds = {label.rsplit("(", 1)[1].rstrip(")") for label in marks.text}
+    assert kinds == {"measured", "predicted"}
+    assert any("ideal" in t.name for t in fig.data)
+
+
+def test_model_selection_rolls_up(state):
+    fig = callbacks.view_figure(state, "time", _controls(state, shape="model:llama-2-7b"), [])
+    assert "model llama-2-7b" in fig.layout.title.text and "ms" in fig.layout.yaxis.title.text
+    roll = callbacks.view_figure(state, "rollup", _controls(state), [])
+    assert "llama-2-7b" in roll.layout.title.text and len(roll.data) >= 2
+
+
+def test_table_filter_sort_page_and_csv_are_the_same_rows(state):
+    controls = _controls(state)
+    sort = [{"column_id": "t_meas_us", "direction": "desc"}]
+    query = "{M} >= 16 && {kernel} contains w4"
+    records, columns, pages, note = callbacks.table_page(state, controls, [], 0, 3, sort, query)
+    assert pages == 2 and note.startswith("5 rows")
+    times = [r["t_meas_us"] for r in records]
+    assert times == sorted(times, reverse=True) and all(r["kernel"] == "gemv_w4a16" for r in records)
+    payload = callbacks.download_csv(state, controls, [], sort, query)
+    csv = pd.read_csv(io.StringIO(payload["content"]))
+    assert len(csv) == 5 and list(csv["M"]) == [256, 128, 64, 32, 16]
+    assert csv["time_measured_s"].iloc[0] == pytest.approx(records[0]["t_meas_us"] * 1e-6, rel=1e-3)
+    assert csv["time_measured_s"].max() < 1e-2  # raw seconds, not µs
+    assert "time_measured_s" in csv.columns and "achieved_bytes_per_s" in csv.columns
+
+
+def test_table_filter_ignores_what_it_cannot_read():
+    shown = pd.DataFrame({"M": [1, 2, 3], "kernel": ["a", "b", "c"]})
+    out, ignored = table.apply_filter(shown, "{M} > 1 && {nope} = 3 && garbage")
+    assert list(out["M"]) == [2, 3] and len(ignored) == 2
+    out, _ = table.apply_filter(shown, '{kernel} = "B"')
+    assert list(out["kernel"]) == ["b"]
+
+
+def test_upload_rejects_bad_files_with_a_message(state):
+    tokens, message = callbacks.upload(state, _upload_contents(b"not,a\nmeasurement,file\n"), "bad.csv", [])
+    assert tokens is None and "rejected" in message and "bad.csv" in message
+    tokens, message = callbacks.upload(state, _upload_contents(b"\x80\x04pickle"), "evil.pkl", [])
+    assert tokens is None and ".parquet or .csv" in message
+    tokens, message = callbacks.upload(state, "data:;base64,@@@", "x.csv", [])
+    assert tokens is None and "decoded" in message
+    big = _upload_contents(b"0" * (callbacks.UPLOAD_LIMIT_BYTES + 1))
+    tokens, message = callbacks.upload(state, big, "big.csv", [])
+    assert tokens is None and "limit" in message
+
+
+def test_upload_of_a_profiler_file_joins_the_session(state):
+    frame = synthetic_measurements(gpus=("h100-sxm",), seed=3)
+    raw = frame.to_csv(index=False).encode()
+    tokens, message = callbacks.upload(state, _upload_contents(raw), "h100.csv", [])
+    assert tokens and "Added h100.csv" in message
+    controls = _controls(state, gpus=["h100-sxm"])
+    lines = [div.children for div in callbacks.status(state, controls, tokens)]
+    assert any("measured points" in line for line in lines) and any("h100.csv" in line for line in lines)
+    fig = callbacks.view_figure(state, "time", controls, tokens)
+    assert any((t.name or "").endswith("measured") for t in fig.data)
+    gpus, kernels, _, _ = callbacks.options(state, tokens)
+    assert any(o["value"] == "h100-sxm" and "measured" in o["label"] for o in gpus)
+    # another session (no tokens) does not see it
+    lines = [div.children for div in callbacks.status(state, controls, [])]
+    assert any("predictions only" in line for line in lines)
+
+
+def test_hypotheses_table_without_files_says_so(state):
+    records, _ = callbacks.hypotheses_table(state, ["h200-sxm"], [])
+    assert records and "No hypotheses" in records[0]["claim"]
+
+
+def test_app_py_flags_and_environment(monkeypatch):
+    import app
+
+    monkeypatch.setenv("WORKBENCH_PORT", "9001")
+    monkeypatch.setenv("WORKBENCH_HOST", "0.0.0.0")
+    args = app.parse_args([])
+    assert (args.host, args.port, args.data_dir) == ("0.0.0.0", 9001, None)
+    args = app.parse_args(["--port", "8123", "--data-dir", "/x"])
+    assert (args.port, args.data_dir) == (8123, "/x")
+    monkeypatch.delenv("WORKBENCH_PORT")
+    monkeypatch.delenv("WORKBENCH_HOST")
+    assert (app.parse_args([]).host, app.parse_args([]).port) == ("127.0.0.1", 8050)
+
+
+def test_serve_command_is_registered_and_rejects_bad_ports(monkeypatch, capsys):
+    from workbench.cli import build_app, main
+
+    assert any(c.name == "serve" for c in build_app().registered_commands)
+    monkeypatch.setenv("WORKBENCH_PORT", "eighty")
+    assert main(["serve"]) == 2
+    assert "WORKBENCH_PORT" in capsys.readouterr().err
