@@ -14,8 +14,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Roofline workbench dashboard")
     parser.add_argument("--host", default=os.environ.get("WORKBENCH_HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=os.environ.get("WORKBENCH_PORT", "8050"))
-    parser.add_argument("--data-dir", default=os.environ.get("WORKBENCH_DATA") or None,
-                        help="workbench data directory (default: the repository's data/)")
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("WORKBENCH_DATA") or None,
+        help="workbench data directory (default: the repository's data/)",
+    )
     parser.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, dev tools)")
     return parser.parse_args(argv)
 

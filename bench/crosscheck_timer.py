@@ -18,14 +18,14 @@ TOLERANCE = 0.03
 # (kernel, N, K, M): the first five that are registered and supported are used (at least five are needed)
 CANDIDATES = [
     ("gemv_fp32_ref", 4096, 4096, 1),
-    ("gemv_w4_ref", 22016, 4096, 1),
-    ("fp16_gemv", 12288, 4096, 1),
     ("w4a16_gemv", 22016, 4096, 4),
-    ("w8a16_gemv", 4096, 11008, 8),
-    ("bf16_gemv", 4096, 4096, 16),
     ("tc_fp16", 22016, 4096, 64),
+    ("cublas_bf16", 4096, 4096, 1),
+    ("fp16_gemv", 12288, 4096, 1),
+    ("w8a16_gemv", 4096, 11008, 8),
     ("tc_bf16", 4096, 4096, 128),
-    ("cublas_bf16", 22016, 4096, 1),
+    ("gemv_w4_ref", 22016, 4096, 1),
+    ("bf16_gemv", 4096, 4096, 16),
 ]
 
 
@@ -62,7 +62,7 @@ def torch_time(runner, sets, lps: int, replays: int = 30) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--points", type=int, default=6)
+    parser.add_argument("--points", type=int, default=7)
     args = parser.parse_args()
 
     from kernels import registry
@@ -75,12 +75,16 @@ def main() -> int:
     cfg = TimingConfig(budget_s=0.3)
     rows = []
     for name, N, K, M in chosen:
-        runner = registry.runner(name)
-        timer = CudaTimer()
-        ours = measure(runner, M, N, K, env.l2_bytes, timer, cfg)
-        sets = [runner.make(M, N, K, seed=100 + i, reference=False) for i in range(ours.rotate_sets)]
-        theirs = torch_time(runner, sets, ours.launches_per_sample)
-        del sets
+        try:
+            runner = registry.runner(name)
+            timer = CudaTimer()
+            ours = measure(runner, M, N, K, env.l2_bytes, timer, cfg)
+            sets = [runner.make(M, N, K, seed=100 + i, reference=False) for i in range(ours.rotate_sets)]
+            theirs = torch_time(runner, sets, ours.launches_per_sample)
+            del sets
+        except Exception as exc:  # report and go on: the check needs >= 5 points, not every kernel
+            print(f"skipped {name}: {type(exc).__name__}: {exc}".splitlines()[0])
+            continue
         ratio = ours.stats.median / theirs
         rows.append((name, N, K, M, ours.stats.median, theirs, ratio, ours.method))
     print(f"{'kernel':<16} {'N x K':>12} {'M':>4} {'profiler µs':>12} {'torch graph µs':>15} {'ratio':>7} timer")

@@ -105,16 +105,7 @@ def choose_config(name: str, M: int, N: int, K: int, **override: Any) -> Config:
     if d.elems == 0:
         return Config(mb=mb, rw=1, u=1, xreg=False, warps=4)
     chunks = K // d.elems
-    x_regs = _x_regs_per_chunk(d) * mb
-    u, warps, xreg = 2, 4, False
-    if mb <= 2:  # x in registers: the fewest chunks per thread whose one pass needs <= 16 warps, x in <= 64 registers
-        for cand in (1, 2, 4):
-            w = -(-chunks // (32 * cand))
-            if w <= 16 and x_regs * cand <= 64:
-                u, warps, xreg = cand, max(w, 1), True
-                break
-    rw = 4 if xreg else 2
-    cfg = Config(mb=mb, rw=rw, u=u, xreg=xreg, warps=warps)
+    cfg = _default_config(name, d, mb, chunks)
     cfg = replace(cfg, **override)
     if cfg.xreg and cfg.warps * 32 * cfg.u < chunks:
         cfg = replace(cfg, warps=-(-chunks // (32 * cfg.u)))
@@ -128,6 +119,23 @@ def _x_regs_per_chunk(d: KernelDef) -> int:
     if d.x_kind == "i8":
         return d.elems // 4
     return 16 if d.elems == 32 else d.elems
+
+
+def _default_config(name: str, d: KernelDef, mb: int, chunks: int) -> Config:
+    """Defaults from the variant sweep on the H200 (bench/bench_gemv.py, docs/kernels-gemv.md).
+
+    M <= 2: the 16-bit and 8-bit-integer kernels keep x in registers when one pass over K fits in <= 8 warps with
+    2 chunks per thread; otherwise, and for w4a16/fp8, 4 warps stream K with x read through L1, 4 rows per tile.
+    M >= 3: x through L1, 4 rows per tile (x reused 4 times per load), 2 chunks per thread for 16-bit weights.
+    """
+    wide = d.elems <= 8  # fp32 / fp16 / bf16 weights
+    if mb <= 2 and name not in ("w4a16_gemv", "fp8_gemv"):
+        warps = -(-chunks // 64)
+        if warps <= 8 and _x_regs_per_chunk(d) * mb * 2 <= 64:
+            return Config(mb=mb, rw=2 if wide else 4, u=2, xreg=True, warps=max(warps, 1))
+    if mb <= 2:
+        return Config(mb=mb, rw=4, u=1 if name in ("w4a16_gemv", "fp8_gemv") or wide else 2, xreg=False, warps=4)
+    return Config(mb=mb, rw=4, u=2 if wide else 1, xreg=False, warps=4)
 
 
 def check_shape(spec: KernelSpec, M: int, N: int, K: int, group_size: int = 128) -> None:
@@ -276,7 +284,7 @@ def make_launch(name: str, cfg: Config, M: int, N: int, K: int, xs: tuple[Any, .
     _check_aligned(name, xs + ws)
     d = DEFS[name]
     func = kernel_function(name, cfg)
-    if int(func.num_regs) * cfg.warps * 32 > 65536:  # a block this large cannot be resident: use the L1 variant
+    if cfg.warps * 32 > int(func.max_threads_per_block):  # too many registers for this block: use the L1 variant
         cfg = Config(mb=cfg.mb, rw=2, u=2, xreg=False, warps=4, blocks_per_sm=cfg.blocks_per_sm)
         func = kernel_function(name, cfg)
     i32 = np.int32

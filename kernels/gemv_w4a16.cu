@@ -5,8 +5,9 @@
 //       (w >> 4i) & 0x000F000F yields the pair (k = 8j + 2i, 8j + 2i + 1) in the two halves; four words = one
 //       16-byte chunk of 32 weights, read coalesced.
 //   SZ  uint32 [N, K/G]: low half = fp16 scale s, high half = fp16 (1024 + z), one word per (row, group).
-// Dequant: lop3 (w >> 4i) & 0x000F000F | 0x64006400 is the half2 (1024 + q) exactly (the 0x6400 magic number);
-// one hsub2 with (1024 + z) gives q - z exactly. Products with x accumulate in half2 over one chunk (8 products per
+// Dequant: lop3 (w & 0x000F000F) | 0x64006400 is the half2 (1024 + q) exactly (the 0x6400 magic number) and one
+// hsub2 with (1024 + z) gives q - z exactly; the odd nibbles are masked in place (0x00F000F0: 1024 + 16 q) and one
+// hfma2 (x 1/16, -(64 + z)) gives q - z, so a word costs one shift, four lop3 and four half2 ops for 8 weights. Products with x accumulate in half2 over one chunk (8 products per
 // half, |q - z| <= 15), then in fp32; the scale is applied once per chunk (a chunk never straddles a group: G % 32 == 0).
 #include "gemv_common.cuh"
 
@@ -35,14 +36,23 @@ struct PolicyW4A16 {
         const unsigned zz = prmt(sz, sz, 0x3232);  // (1024 + z, 1024 + z)
         const __half2 zh = *reinterpret_cast<const __half2*>(&zz);
         dec.s = __half2float(__ushort_as_half((unsigned short)(sz & 0xffffu)));
+        // Nibble pairs at bits 0-3/16-19 give 1024 + q (hsub2 with 1024 + z); pairs at bits 4-7/20-23 are masked in
+        // place and give 1024 + 16 q, so one hfma2 (x 1/16, - (64 + z)) yields q - z with no shift: one shift per word.
+        const __half2 z16 = __hsub2(__float2half2_rn(960.f), zh);  // -(64 + z)
+        const __half2 sixteenth = __float2half2_rn(0.0625f);
         const unsigned words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                unsigned h = lop3_and_or(words[j] >> (4 * i), 0x000F000Fu, 0x64006400u);
-                dec.d[4 * j + i] = __hsub2(*reinterpret_cast<__half2*>(&h), zh);
-            }
+        for (int j = 0; j < 4; ++j) {
+            const unsigned lo = words[j], hi = words[j] >> 8;
+            unsigned h0 = lop3_and_or(lo, 0x000F000Fu, 0x64006400u);
+            unsigned h1 = lop3_and_or(lo, 0x00F000F0u, 0x64006400u);
+            unsigned h2 = lop3_and_or(hi, 0x000F000Fu, 0x64006400u);
+            unsigned h3 = lop3_and_or(hi, 0x00F000F0u, 0x64006400u);
+            dec.d[4 * j + 0] = __hsub2(*reinterpret_cast<__half2*>(&h0), zh);
+            dec.d[4 * j + 1] = __hfma2(*reinterpret_cast<__half2*>(&h1), sixteenth, z16);
+            dec.d[4 * j + 2] = __hsub2(*reinterpret_cast<__half2*>(&h2), zh);
+            dec.d[4 * j + 3] = __hfma2(*reinterpret_cast<__half2*>(&h3), sixteenth, z16);
+        }
     }
     __device__ void fma(float& a, const Dec& dec, const XRow& f) const {
         __half2 a0 = __float2half2_rn(0.f), a1 = a0;

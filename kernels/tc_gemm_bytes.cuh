@@ -15,7 +15,7 @@ constexpr int KTILE_BYTES = 128;
 
 template <class Op, int BM, int BN, int WM, int WN, int STAGES>
 __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, const unsigned char* __restrict__ B,
-                                           const Params& p, int k_bytes, int evict_first) {
+                                           const Params& p, int k_bytes) {
   constexpr int NT = WM * WN * 32, WTM = BM / WM, WTN = BN / WN, MF = WTM / 16, NF = WTN / 8;
   constexpr int A_BYTES = BM * KTILE_BYTES, STAGE_BYTES = (BM + BN) * KTILE_BYTES;
   constexpr int B_CHUNKS = BN * (KTILE_BYTES / 16);
@@ -28,7 +28,6 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
   const unsigned sbase = smem_addr(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp / WN, wn = warp % WN;
   const int tiles_n = p.N / BN, ktiles = k_bytes / KTILE_BYTES, mt = blockIdx.y, m0 = mt * BM;
-  const unsigned long long policy = l2_policy(evict_first != 0);
   const Range range = streamk_range(tiles_n * ktiles);
 
   for (int it = range.begin; it < range.end;) {
@@ -42,8 +41,8 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
 #pragma unroll
       for (int j = 0; j < B_CHUNKS / NT; ++j) {
         const int i = j * NT + tid, row = i >> 3, c = i & 7;
-        cp_async16_policy(sb + swz(row, c, KTILE_BYTES),
-                          Bt + static_cast<long long>(row) * k_bytes + kt * KTILE_BYTES + c * 16, policy);
+        cp_async16(sb + swz(row, c, KTILE_BYTES), Bt + static_cast<long long>(row) * k_bytes + kt * KTILE_BYTES + c * 16,
+                   16);
       }
     };
 
@@ -93,9 +92,9 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
 #define TC_BYTES_ENTRY(NAME, OP, BM, BN, WM, WN, STAGES)                                                           \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32)                                                        \
       NAME##_m##BM(const unsigned char* __restrict__ A, const unsigned char* __restrict__ B, void* out, void* ws,  \
-                   int* counters, const float* sa, const float* sb, int M, int N, int k_bytes, int evict_first) {  \
+                   int* counters, const float* sa, const float* sb, int M, int N, int k_bytes) {                   \
     const tc::Params p{out, ws, counters, sa, sb, M, N};                                                           \
-    tc::gemm_bytes<OP, BM, BN, WM, WN, STAGES>(A, B, p, k_bytes, evict_first);                                     \
+    tc::gemm_bytes<OP, BM, BN, WM, WN, STAGES>(A, B, p, k_bytes);                                                  \
   }
 
 // The four configurations every byte-GEMM instantiates (BM, BN, WM, WN, STAGES).

@@ -2,7 +2,10 @@
 // cores (mma.sync m16n8k16, fp32 accumulation). Marlin's ideas, our code:
 // - weights reordered offline (kernels/pack_tc.py) so that each thread's B fragments for one 128 x 128 tile arrive
 //   as four 16-byte words, contiguous across the warp (shared memory reads without bank conflicts) and across the
-//   CTA (one 8 KB coalesced cp.async stream per k-tile, with an L2 evict-first hint);
+//   CTA (one 8 KB coalesced cp.async stream per k-tile). No L2 evict-first hint: with createpolicy + cp.async
+//   L2::cache_hint, the sm_90 build of the BM=32 variant reused the folded policy's uniform register for a shared
+//   memory address in the pipelined refill and hit "illegal instruction" on the H200 (compute-sanitizer), so the
+//   weights use plain cp.async.cg;
 // - int4 -> fp16 in registers with the 0x6400 trick: (q & 0x000F000F) | 0x64006400 is the fp16 pair 1024 + q;
 //   subtracting (1024 + z) is exact, then one multiply by the scale (nibbles in the high half of a byte come out as
 //   1024 + 16q and take an exact fma by 1/16 first). Weight (q - z) * s is rounded once to fp16;
@@ -33,8 +36,7 @@ struct W4Out {
 
 template <int BM, int STAGES>
 __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, const unsigned char* __restrict__ Bq,
-                                           const unsigned char* __restrict__ SZ, const Params& p, int K,
-                                           int evict_first) {
+                                           const unsigned char* __restrict__ SZ, const Params& p, int K) {
   constexpr int NT = 128, MF = BM / 16, NF = 4, ROWB = W4_BK * 2;
   constexpr int A_BYTES = BM * ROWB, STAGE_BYTES = A_BYTES + W4_BLOCK_BYTES + W4_SCALE_BYTES;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -43,7 +45,6 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int tiles_n = p.N / W4_BN, ktiles = K / W4_BK, mt = blockIdx.y, m0 = mt * BM;
   const long long a_ld = static_cast<long long>(K) * 2;
-  const unsigned long long policy = l2_policy(evict_first != 0);
   const Range range = streamk_range(tiles_n * ktiles);
   const __half2 sixteenth = __float2half2_rn(0.0625f);
 
@@ -59,7 +60,7 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, 
 #pragma unroll
       for (int j = 0; j < W4_BLOCK_BYTES / 16 / NT; ++j) {
         const int i = j * NT + tid;
-        cp_async16_policy(sb + i * 16, src + i * 16, policy);
+        cp_async16(sb + i * 16, src + i * 16, 16);
       }
       if (tid < W4_SCALE_BYTES / 16) cp_async16(ss + tid * 16, SZ + block * W4_SCALE_BYTES + tid * 16, 16);
     };
@@ -141,9 +142,9 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, 
   extern "C" __global__ void __launch_bounds__(128)                                                                  \
       tc_gemm_w4a16_m##BM(const unsigned char* __restrict__ A, const unsigned char* __restrict__ Bq,                \
                           const unsigned char* __restrict__ SZ, void* out, void* ws, int* counters, int M, int N,    \
-                          int K, int evict_first) {                                                                  \
+                          int K) {                                                                  \
     const tc::Params p{out, ws, counters, nullptr, nullptr, M, N};                                                   \
-    tc::gemm_w4a16<BM, STAGES>(A, Bq, SZ, p, K, evict_first);                                                       \
+    tc::gemm_w4a16<BM, STAGES>(A, Bq, SZ, p, K);                                                       \
   }
 
 TC_W4_ENTRY(16, 4)

@@ -43,7 +43,7 @@ SPECS: tuple[KernelSpec, ...] = (
           "mma.sync m16n8k16 f16 -> fp32; W row-major as given; fp16 output"),
     _spec("tc_w4a16", "w4a16", "tc_gemm_w4a16.cu", "tc_gemm_w4a16",
           "int4 G=128 reordered offline (kernels.pack_tc), fp16 scale + fp16 zero per group (zero stored as fp16: "
-          "4.25 bits/weight), 0x6400 dequant in registers, weights streamed L2 evict-first; fp16 x and y; "
+          "4.25 bits/weight), 0x6400 dequant in registers; no L2 evict-first hint (see the .cu); fp16 x and y; "
           "BM <= 64 (M > 64 runs several m-tiles)", stages="4"),
     _spec("tc_w8a8", "w8a8", "tc_gemm_w8a8.cu", "tc_gemm_w8a8",
           "mma.sync m16n8k32 s8 -> s32; fp32 per-channel x per-token rescale in the epilogue; fp16 output; "
@@ -204,7 +204,8 @@ class TensorCoreRunner:
         nbytes = sum(int(a.nbytes) for a in arrays.values())
         out_dtype = cupy.uint16 if scheme == "bf16" else cupy.float16
         out = cupy.empty((M, N), dtype=out_dtype)
-        tiles_n, ktiles = N // BN, (K * _LAYOUT[scheme][0]) // 128
+        tiles_n = N // BN
+        ktiles = K // 128 if scheme == "w4a16" else (K * _LAYOUT[scheme][0]) // 128
         arrays["ws"] = cupy.zeros((M, N), dtype=cupy.int32 if scheme == "w8a8" else cupy.float32)
         arrays["counters"] = cupy.zeros(cfg.m_tiles * tiles_n, dtype=cupy.int32)
         if "sa" not in arrays:
@@ -213,7 +214,7 @@ class TensorCoreRunner:
         ref_host = cupy.asnumpy(ref) if ref is not None else None
         problem = Problem(M, N, K, arrays, out, nbytes, ref_host, qerr)
         # launch geometry rides on the problem (not in `arrays`, which holds device arrays only)
-        problem.tc_launch = ((ctas, cfg.m_tiles), (cfg.threads,), cfg.smem_bytes, 1 if cfg.m_tiles == 1 else 0)
+        problem.tc_launch = ((ctas, cfg.m_tiles), (cfg.threads,), cfg.smem_bytes)
         return problem
 
     def _sms_and_per_sm(self, fn: Any, cfg: TileConfig) -> tuple[int, int]:
@@ -226,17 +227,16 @@ class TensorCoreRunner:
         import numpy
 
         a = problem.arrays
-        grid, block, smem, evict_first = problem.tc_launch
+        grid, block, smem = problem.tc_launch
         M, N, K = problem.M, problem.N, problem.K
         fn = self._kernel(tile_config(self.spec.scheme, M))
         i32 = numpy.int32
         if self.spec.scheme == "w4a16":
-            args = (a["x"], a["w"], a["sz"], problem.out, a["ws"], a["counters"], i32(M), i32(N), i32(K),
-                    i32(evict_first))
+            args = (a["x"], a["w"], a["sz"], problem.out, a["ws"], a["counters"], i32(M), i32(N), i32(K))
         else:
             k_bytes = K * _LAYOUT[self.spec.scheme][0]
             args = (a["x"], a["w"], problem.out, a["ws"], a["counters"], a["sa"], a["sb"], i32(M), i32(N),
-                    i32(k_bytes), i32(evict_first))
+                    i32(k_bytes))
         fn(grid, block, args, shared_mem=smem)
 
     def output(self, problem: Problem) -> np.ndarray:

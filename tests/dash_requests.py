@@ -54,8 +54,9 @@ def payload(app: Any, key: str, values: dict[tuple[str, str], Any], changed: lis
 
 def call(client: Any, app: Any, key: str, values: dict[tuple[str, str], Any], changed: list[str] | None = None):
     """POST one callback; return (status code, decoded JSON response or None for 204 no-update)."""
-    resp = client.post("/_dash-update-component", data=json.dumps(payload(app, key, values, changed)),
-                       content_type="application/json")
+    resp = client.post(
+        "/_dash-update-component", data=json.dumps(payload(app, key, values, changed)), content_type="application/json"
+    )
     body = json.loads(resp.data) if resp.status_code == 200 else None
     return resp.status_code, body
 

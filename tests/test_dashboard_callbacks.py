@@ -170,3 +170,20 @@ def test_serve_command_is_registered_and_rejects_bad_ports(monkeypatch, capsys):
     monkeypatch.setenv("WORKBENCH_PORT", "eighty")
     assert main(["serve"]) == 2
     assert "WORKBENCH_PORT" in capsys.readouterr().err
+
+
+def test_hypotheses_verdicts_for_the_selected_gpu(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    shipped = sorted((Path(__file__).resolve().parents[1] / "data" / "hypotheses").glob("*.toml"))
+    if not shipped:
+        pytest.skip("no shipped hypotheses in data/hypotheses")
+    write_dataset(tmp_path, synthetic_measurements(gpus=("h200-sxm", "h100-sxm")))
+    for toml in shipped:
+        shutil.copy(toml, tmp_path / "hypotheses" / toml.name)
+    state = AppState(build_data(tmp_path))
+    records, columns = callbacks.hypotheses_table(state, ["h200-sxm"], [])
+    assert records and {r["gpu_key"] for r in records} <= {"h200-sxm", ""}
+    assert {r["verdict"] for r in records} <= {"pass", "fail", "inconclusive"}
+    assert {"claim", "verdict", "value"} <= {c["id"] for c in columns}

@@ -114,11 +114,13 @@ def test_time_figure_lines_band_and_units():
 
 
 def test_speedup_figure_ideal_and_crossover():
-    predicted = pd.DataFrame({"scheme": ["w4a16"] * 3, "M": [1, 64, 128], "speedup": [3.8, 1.5, 0.9],
-                              "ideal": [3.85, 3.7, 3.5]})
+    predicted = pd.DataFrame(
+        {"scheme": ["w4a16"] * 3, "M": [1, 64, 128], "speedup": [3.8, 1.5, 0.9], "ideal": [3.85, 3.7, 3.5]}
+    )
     measured = pd.DataFrame({"kernel": ["w4"] * 2, "scheme": ["w4a16"] * 2, "M": [1, 32], "speedup": [1.8, 0.95]})
-    cross = pd.DataFrame({"label": ["w4", "w4a16"], "scheme": ["w4a16", "w4a16"], "M": [32, 128],
-                          "kind": ["measured", "predicted"]})
+    cross = pd.DataFrame(
+        {"label": ["w4", "w4a16"], "scheme": ["w4a16", "w4a16"], "M": [32, 128], "kind": ["measured", "predicted"]}
+    )
     fig = fig_batch.speedup_figure(predicted, measured, cross, baseline="cublas_bf16", tier="datasheet", title="t")
     ideal = next(t for t in fig.data if "ideal" in t.name)
     assert ideal.line.dash == "dot" and ideal.y[0] == pytest.approx(3.85)
@@ -174,8 +176,16 @@ def test_clocks_figure_marks_throttled_points():
 
 
 def test_rollup_figure_two_panels():
-    frame = pd.DataFrame({"label": ["bf16"] * 2, "scheme": ["bf16"] * 2, "source": ["predicted"] * 2, "M": [1, 2],
-                          "time_per_token_s": [4e-3, 4.1e-3], "tokens_per_s": [250.0, 487.8]})
+    frame = pd.DataFrame(
+        {
+            "label": ["bf16"] * 2,
+            "scheme": ["bf16"] * 2,
+            "source": ["predicted"] * 2,
+            "M": [1, 2],
+            "time_per_token_s": [4e-3, 4.1e-3],
+            "tokens_per_s": [250.0, 487.8],
+        }
+    )
     fig = fig_batch.rollup_figure(frame, title="t")
     assert len(fig.data) == 2
     assert fig.data[0].y[0] == pytest.approx(4.0)  # ms

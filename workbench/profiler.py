@@ -107,7 +107,8 @@ def select_kernels(schemes: Iterable[str] = (), kernels: Iterable[str] = (),
         chosen = [s for s in chosen if s.scheme in schemes]
         missing = sorted(set(schemes) - {s.scheme for s in chosen})
         if missing:
-            raise InputError(f"no registered kernel runs scheme(s) {', '.join(missing)}; see `workbench kernels`")
+            have = sorted({s.scheme for s in (registry.specs() if not kernels else chosen)})
+            raise InputError(f"no selected kernel runs scheme(s) {', '.join(missing)}; runnable: {', '.join(have)}")
     chosen = [s for s in chosen if s.name not in exclude]
     if not chosen:
         raise InputError("no kernel matches the selection (is the kernel registry empty?)")

@@ -60,7 +60,7 @@ class AppState:
         from workbench.hypotheses import evaluate_all
 
         try:
-            verdicts = evaluate_all(data_dir=self.data.data_dir, comparison=self.frames(key).comparison)
+            verdicts = evaluate_all(data_dir=self.data.data_dir, comparison=self.frames(key).latest)
         except (InputError, OSError):
             verdicts = self.data.hypotheses
         with self._lock:
@@ -103,8 +103,10 @@ def status(state: AppState, controls: tuple[Any, ...], tokens: Any) -> list[Any]
 
     sel = state.selection(*controls)
     lines = status_lines(state.data, state.frames(tokens), sel)
-    return [html.Div(line, className="status-line predictions-only" if "predictions only" in line else "status-line")
-            for line in lines]
+    return [
+        html.Div(line, className="status-line predictions-only" if "predictions only" in line else "status-line")
+        for line in lines
+    ]
 
 
 def options(state: AppState, tokens: Any) -> tuple[list, list, list, list]:
@@ -129,7 +131,12 @@ def hypotheses_table(state: AppState, gpus: Any, tokens: Any) -> tuple[list[dict
 
 
 def table_page(
-    state: AppState, controls: tuple[Any, ...], tokens: Any, page_current: Any, page_size: Any, sort_by: Any,
+    state: AppState,
+    controls: tuple[Any, ...],
+    tokens: Any,
+    page_current: Any,
+    page_size: Any,
+    sort_by: Any,
     filter_query: Any,
 ) -> tuple[list[dict], list[dict], int, str]:
     """One page of the data table, its columns, the page count, and a line saying what the rows are."""
@@ -139,8 +146,11 @@ def table_page(
     except InputError as exc:
         return [], [], 1, f"error: {str(exc).splitlines()[0]}"
     records, count = table.page(rows, page_current, page_size)
-    what = "measured points joined with predictions" if rows.source == "measured" else "predicted points (no " \
-        "measurements for the selected GPUs)"
+    what = (
+        "measured points joined with predictions"
+        if rows.source == "measured"
+        else "predicted points (no measurements for the selected GPUs)"
+    )
     note = f"{len(rows.shown)} rows: {what}. The CSV holds exactly these rows (all pages), in SI units."
     if rows.ignored:
         note += " Filter not understood (ignored): " + "; ".join(rows.ignored)
@@ -254,6 +264,7 @@ def register(app: Any, state: AppState) -> None:
     @app.callback(
         Output(ids.UPLOAD_STORE, "data"),
         Output(ids.UPLOAD_MESSAGE, "children"),
+        Output(ids.UPLOAD_MESSAGE, "className"),
         Input(ids.UPLOAD, "contents"),
         State(ids.UPLOAD, "filename"),
         State(ids.UPLOAD_STORE, "data"),
@@ -261,4 +272,6 @@ def register(app: Any, state: AppState) -> None:
     )
     def _upload(contents: Any, filename: Any, tokens: Any) -> Any:
         new_tokens, message = upload(state, contents, filename, tokens)
-        return (no_update if new_tokens is None else new_tokens), message
+        if new_tokens is None:
+            return no_update, message, "upload-message"
+        return new_tokens, message, "upload-message ok"

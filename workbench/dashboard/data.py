@@ -169,13 +169,15 @@ def build_data(data_dir: str | Path) -> DashboardData:
     has_measurements = (data_dir / "measurements").is_dir()
     measurements = load_measurements(data_dir) if has_measurements else load_measurements([])
     comparison = compare_points(measurements, calibrations=calibrations)
+    latest = latest_points(comparison)
     keys = list(model_keys())
     shapes = _shape_list(SHAPES.values() if isinstance(SHAPES, dict) else SHAPES, comparison)
     grid_shapes = sorted(set(shapes) | _model_shapes(keys))
     batches = tuple(sorted(set(BATCH_GRID) | set(int(m) for m in comparison["M"].unique())))
     predictions = predict_grid(list(gpus), grid_shapes, calibrations, batches)
     try:
-        verdicts = _load_hypotheses(data_dir, comparison)
+        # evaluated on the newest run of each point: the evaluator keeps only those anyway (best_per_scheme)
+        verdicts = _load_hypotheses(data_dir, latest)
     except (InputError, ImportError, OSError) as exc:
         verdicts = pd.DataFrame()
         notes.append(f"hypotheses not evaluated: {str(exc).splitlines()[0]}")
@@ -185,7 +187,7 @@ def build_data(data_dir: str | Path) -> DashboardData:
         calibrations=dict(calibrations),
         measurements=_categorize(measurements),
         comparison=_categorize(comparison),
-        latest=_categorize(latest_points(comparison)),
+        latest=_categorize(latest),
         predictions=predictions,
         shapes=shapes,
         model_keys=keys,

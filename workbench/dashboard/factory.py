@@ -44,14 +44,23 @@ def warm_up(state: AppState, defaults: Any) -> None:
     from workbench.dashboard import ids
     from workbench.dashboard.callbacks import view_figure
 
-    controls = (list(defaults.gpus), list(defaults.schemes), [], defaults.shape, [0, 8], defaults.baseline,
-                defaults.tier, defaults.mode)
+    controls = (
+        list(defaults.gpus),
+        list(defaults.schemes),
+        [],
+        defaults.shape,
+        [0, 8],
+        defaults.baseline,
+        defaults.tier,
+        defaults.mode,
+    )
     for view in ids.FIGURES:
         view_figure(state, view, controls, []).to_plotly_json()
 
 
-def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: str | Path | None = None,
-          debug: bool = False) -> None:
+def serve(
+    host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: str | Path | None = None, debug: bool = False
+) -> None:
     """Build the app and serve it (blocking)."""
     app = create_app(data_dir)
     print(f"workbench dashboard on http://{host}:{port}/ (data: {load_data(data_dir).data_dir})", flush=True)

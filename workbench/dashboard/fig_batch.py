@@ -31,8 +31,18 @@ def _sorted_groups(frame: pd.DataFrame, key: str):
 
 
 def _line(x, y, name: str, group: str, showlegend: bool, line: dict, hover: str, **extra: Any) -> dict[str, Any]:
-    return dict(type="scatter", x=np.asarray(x), y=np.asarray(y, dtype=float), mode=extra.pop("mode", "lines"),
-                name=name, legendgroup=group, showlegend=showlegend, line=line, hovertemplate=hover, **extra)
+    return dict(
+        type="scatter",
+        x=np.asarray(x),
+        y=np.asarray(y, dtype=float),
+        mode=extra.pop("mode", "lines"),
+        name=name,
+        legendgroup=group,
+        showlegend=showlegend,
+        line=line,
+        hovertemplate=hover,
+        **extra,
+    )
 
 
 def time_panel(
@@ -49,9 +59,17 @@ def time_panel(
     short = unit.split(" ")[0]
     traces = []
     for scheme, part in _sorted_groups(predicted, "scheme"):
-        traces.append(_line(part["M"], part["time_s"].to_numpy() * scale, f"{scheme} predicted ({tier})",
-                            f"p-{scheme}", showlegend, {"color": style.scheme_color(scheme), "dash": "dash", "width": 2},
-                            f"<b>{scheme}</b> predicted ({tier})<br>M=%{{x}} · %{{y:.4g}} {short}<extra></extra>"))
+        traces.append(
+            _line(
+                part["M"],
+                part["time_s"].to_numpy() * scale,
+                f"{scheme} predicted ({tier})",
+                f"p-{scheme}",
+                showlegend,
+                {"color": style.scheme_color(scheme), "dash": "dash", "width": 2},
+                f"<b>{scheme}</b> predicted ({tier})<br>M=%{{x}} · %{{y:.4g}} {short}<extra></extra>",
+            )
+        )
     styles = style.kernel_styles(list(measured["kernel"].astype(str).unique()), _scheme_of(measured))
     for kernel, part in _sorted_groups(measured, "kernel"):
         scheme = str(part["scheme"].iloc[0])
@@ -60,15 +78,37 @@ def time_panel(
         x = part["M"].to_numpy()
         lo = part["p10_s"].to_numpy(dtype=float) * scale
         hi = part["p90_s"].to_numpy(dtype=float) * scale
-        traces.append(dict(type="scatter", x=np.concatenate([x, x[::-1]]), y=np.concatenate([hi, lo[::-1]]),
-                           fill="toself", fillcolor=color, opacity=0.18, line={"width": 0}, mode="lines",
-                           hoverinfo="skip", legendgroup=f"m-{kernel}", showlegend=False, name=f"{kernel} p10–p90"))
-        traces.append(_line(x, part["time_s"].to_numpy(dtype=float) * scale, f"{kernel} measured", f"m-{kernel}",
-                            showlegend, {"color": color, "dash": dash, "width": 2},
-                            f"<b>{kernel}</b> ({scheme}) measured<br>M=%{{x}} · median %{{y:.4g}} {short}"
-                            f"<br>p10 %{{customdata[0]:.4g}} · p90 %{{customdata[1]:.4g}} {short}<extra></extra>",
-                            mode="lines+markers", marker={"symbol": symbol, "size": 7},
-                            customdata=np.column_stack([lo, hi])))
+        traces.append(
+            dict(
+                type="scatter",
+                x=np.concatenate([x, x[::-1]]),
+                y=np.concatenate([hi, lo[::-1]]),
+                fill="toself",
+                fillcolor=color,
+                opacity=0.18,
+                line={"width": 0},
+                mode="lines",
+                hoverinfo="skip",
+                legendgroup=f"m-{kernel}",
+                showlegend=False,
+                name=f"{kernel} p10–p90",
+            )
+        )
+        traces.append(
+            _line(
+                x,
+                part["time_s"].to_numpy(dtype=float) * scale,
+                f"{kernel} measured",
+                f"m-{kernel}",
+                showlegend,
+                {"color": color, "dash": dash, "width": 2},
+                f"<b>{kernel}</b> ({scheme}) measured<br>M=%{{x}} · median %{{y:.4g}} {short}"
+                f"<br>p10 %{{customdata[0]:.4g}} · p90 %{{customdata[1]:.4g}} {short}<extra></extra>",
+                mode="lines+markers",
+                marker={"symbol": symbol, "size": 7},
+                customdata=np.column_stack([lo, hi]),
+            )
+        )
     yaxis = {"type": "log", "title": {"text": f"time ({unit})"}}
     return style.Panel(traces, style.log2_batch_axis(), yaxis, title)
 
@@ -87,20 +127,45 @@ def speedup_panel(
     traces = []
     for scheme, part in _sorted_groups(predicted, "scheme"):
         color = style.scheme_color(scheme)
-        traces.append(_line(part["M"], part["ideal"], f"{scheme} ideal (bytes only)", f"i-{scheme}", showlegend,
-                            {"color": color, "dash": "dot", "width": 1.5},
-                            f"<b>{scheme}</b> ideal bytes-only<br>M=%{{x}} · %{{y:.3f}}×<extra></extra>"))
-        traces.append(_line(part["M"], part["speedup"], f"{scheme} predicted ({tier})", f"p-{scheme}", showlegend,
-                            {"color": color, "dash": "dash", "width": 2},
-                            f"<b>{scheme}</b> predicted ({tier})<br>M=%{{x}} · %{{y:.3f}}×<extra></extra>"))
+        traces.append(
+            _line(
+                part["M"],
+                part["ideal"],
+                f"{scheme} ideal (bytes only)",
+                f"i-{scheme}",
+                showlegend,
+                {"color": color, "dash": "dot", "width": 1.5},
+                f"<b>{scheme}</b> ideal bytes-only<br>M=%{{x}} · %{{y:.3f}}×<extra></extra>",
+            )
+        )
+        traces.append(
+            _line(
+                part["M"],
+                part["speedup"],
+                f"{scheme} predicted ({tier})",
+                f"p-{scheme}",
+                showlegend,
+                {"color": color, "dash": "dash", "width": 2},
+                f"<b>{scheme}</b> predicted ({tier})<br>M=%{{x}} · %{{y:.3f}}×<extra></extra>",
+            )
+        )
     styles = style.kernel_styles(list(measured["kernel"].astype(str).unique()), _scheme_of(measured))
     for kernel, part in _sorted_groups(measured, "kernel"):
         scheme = str(part["scheme"].iloc[0])
         dash, symbol = styles.get(kernel, ("solid", "circle"))
-        traces.append(_line(part["M"], part["speedup"], f"{kernel} measured", f"m-{kernel}", showlegend,
-                            {"color": style.scheme_color(scheme), "dash": dash, "width": 2},
-                            f"<b>{kernel}</b> ({scheme}) measured<br>M=%{{x}} · %{{y:.3f}}×<extra></extra>",
-                            mode="lines+markers", marker={"symbol": symbol, "size": 7}))
+        traces.append(
+            _line(
+                part["M"],
+                part["speedup"],
+                f"{kernel} measured",
+                f"m-{kernel}",
+                showlegend,
+                {"color": style.scheme_color(scheme), "dash": dash, "width": 2},
+                f"<b>{kernel}</b> ({scheme}) measured<br>M=%{{x}} · %{{y:.3f}}×<extra></extra>",
+                mode="lines+markers",
+                marker={"symbol": symbol, "size": 7},
+            )
+        )
     if not crossovers.empty:
         traces.append(
             dict(
@@ -111,15 +176,28 @@ def speedup_panel(
                 name="crossover (speedup ≤ 1)",
                 legendgroup="crossover",
                 showlegend=showlegend,
-                marker={"symbol": "x", "size": 13, "line": {"width": 1, "color": "#000"},
-                        "color": [style.scheme_color(str(s)) for s in crossovers["scheme"]]},
-                text=np.array((crossovers["label"].astype(str) + " (" + crossovers["kind"].astype(str) + ")").tolist(),
-                              dtype=str),
+                marker={
+                    "symbol": "x",
+                    "size": 13,
+                    "line": {"width": 1, "color": "#000"},
+                    "color": [style.scheme_color(str(s)) for s in crossovers["scheme"]],
+                },
+                text=np.array(
+                    (crossovers["label"].astype(str) + " (" + crossovers["kind"].astype(str) + ")").tolist(), dtype=str
+                ),
                 hovertemplate="<b>crossover</b> %{text}<br>first M with speedup ≤ 1: %{x}<extra></extra>",
             )
         )
-    one = {"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y", "y0": 1.0, "y1": 1.0,
-           "line": {"color": "#444", "width": 1}}
+    one = {
+        "type": "line",
+        "xref": "x domain",
+        "x0": 0,
+        "x1": 1,
+        "yref": "y",
+        "y0": 1.0,
+        "y1": 1.0,
+        "line": {"color": "#444", "width": 1},
+    }
     yaxis = {"type": "log", "title": {"text": f"speedup over {baseline} (×)"}}
     return style.Panel(traces, style.log2_batch_axis(), yaxis, title, shapes=[one])
 
@@ -152,25 +230,55 @@ def rollup_figure(rollup: pd.DataFrame, *, title: str):
     for (label, source), part in rollup.groupby(["label", "source"], sort=True, observed=True):
         part = part.sort_values("M")
         measured = source == "measured"
-        line = {"color": style.scheme_color(str(part["scheme"].iloc[0])), "dash": "solid" if measured else "dash",
-                "width": 2}
+        line = {
+            "color": style.scheme_color(str(part["scheme"].iloc[0])),
+            "dash": "solid" if measured else "dash",
+            "width": 2,
+        }
         mode = "lines+markers" if measured else "lines"
         name = f"{label} {source}"
-        left.append(_line(part["M"], part["time_per_token_s"].to_numpy() * style.MS, name, name, True, line,
-                          f"<b>{name}</b><br>M=%{{x}} · %{{y:.4g}} ms per step<extra></extra>", mode=mode))
-        right.append(_line(part["M"], part["tokens_per_s"], name, name, False, line,
-                           f"<b>{name}</b><br>M=%{{x}} · %{{y:.4g}} tokens/s<extra></extra>", mode=mode))
+        left.append(
+            _line(
+                part["M"],
+                part["time_per_token_s"].to_numpy() * style.MS,
+                name,
+                name,
+                True,
+                line,
+                f"<b>{name}</b><br>M=%{{x}} · %{{y:.4g}} ms per step<extra></extra>",
+                mode=mode,
+            )
+        )
+        right.append(
+            _line(
+                part["M"],
+                part["tokens_per_s"],
+                name,
+                name,
+                False,
+                line,
+                f"<b>{name}</b><br>M=%{{x}} · %{{y:.4g}} tokens/s<extra></extra>",
+                mode=mode,
+            )
+        )
     panels = [
-        style.Panel(left, style.log2_batch_axis(), {"type": "log", "title": {"text": style.TOKEN_TIME_AXIS}},
-                    "time per decode step"),
-        style.Panel(right, style.log2_batch_axis(), {"type": "log", "title": {"text": style.TOKENS_AXIS}},
-                    "throughput"),
+        style.Panel(
+            left,
+            style.log2_batch_axis(),
+            {"type": "log", "title": {"text": style.TOKEN_TIME_AXIS}},
+            "time per decode step",
+        ),
+        style.Panel(
+            right, style.log2_batch_axis(), {"type": "log", "title": {"text": style.TOKENS_AXIS}}, "throughput"
+        ),
     ]
     return style.compose(panels, 1, 2, {"title": {"text": title}}, hspace=0.1)
 
 
 def facet_figure(panels: list[style.Panel], *, title: str, height: int = 520):
-    """Side-by-side panels, one per GPU (only the first contributes legend entries)."""
+    """Side-by-side panels, one per GPU, on shared axes (only the first contributes legend entries)."""
     if not panels:
         return style.empty_figure("Select two or more GPUs to compare.", title)
-    return style.compose(panels, 1, len(panels), {"title": {"text": title}, "height": height}, hspace=0.06)
+    return style.compose(
+        panels, 1, len(panels), {"title": {"text": title}, "height": height}, hspace=0.06, share_y=True
+    )

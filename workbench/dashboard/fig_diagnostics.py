@@ -28,23 +28,24 @@ def error_heatmap(frame: pd.DataFrame, *, tier: str, title: str):
     limit = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
     limit = max(limit, 0.5)
     heat = dict(
-            type="heatmap",
-            z=z,
-            x=[str(m) for m in table.columns],
-            y=list(table.index),
-            text=text,
-            texttemplate="%{text}",
-            customdata=ratio,
-            colorscale="RdBu",
-            zmid=0.0,
-            zmin=-limit,
-            zmax=limit,
-            colorbar={
-                "title": {"text": "predicted / measured"},
-                "tickvals": [np.log2(t) for t in _RATIO_TICKS],
-                "ticktext": [f"{t:g}×" for t in _RATIO_TICKS],
-            },
-            hovertemplate=f"<b>%{{y}}</b><br>M=%{{x}}<br>predicted ({tier}) / measured = %{{customdata:.3f}}<extra></extra>",
+        type="heatmap",
+        z=z,
+        x=[str(m) for m in table.columns],
+        y=list(table.index),
+        text=text,
+        texttemplate="%{text}",
+        customdata=ratio,
+        colorscale="RdBu",
+        zmid=0.0,
+        zmin=-limit,
+        zmax=limit,
+        colorbar={
+            "title": {"text": "predicted / measured"},
+            "tickvals": [np.log2(t) for t in _RATIO_TICKS],
+            "ticktext": [f"{t:g}×" for t in _RATIO_TICKS],
+        },
+        hovertemplate=f"<b>%{{y}}</b><br>M=%{{x}}<br>predicted ({tier}) / measured"
+        " = %{customdata:.3f}<extra></extra>",
     )
     layout = {
         "title": {"text": title},
@@ -84,8 +85,13 @@ def clocks_figure(measured: pd.DataFrame, *, title: str):
     reasons = frame["clock_reasons"].astype("string").fillna("").replace("", "none")
     # fixed-width unicode, not object: validated and copied as one block
     text = np.array(
-        (frame["kernel"].astype("string") + " · " + frame["gpu_key"].astype("string") + "<br>clock reasons: " + reasons)
-        .tolist(),
+        (
+            frame["kernel"].astype("string")
+            + " · "
+            + frame["gpu_key"].astype("string")
+            + "<br>clock reasons: "
+            + reasons
+        ).tolist(),
         dtype=str,
     )
     hover = (
@@ -97,14 +103,34 @@ def clocks_figure(measured: pd.DataFrame, *, title: str):
         unit = axis.split("(")[-1].rstrip(")")
         y = frame[column].to_numpy(dtype=float) * scale
         traces = [
-            dict(type=style.scatter_type(len(x)), x=x, y=y, mode="markers", name=axis, marker={"size": 5, "color": "#1f77b4"},
-                 customdata=custom, text=text, hovertemplate=hover.replace("{unit}", unit), showlegend=False)
+            dict(
+                type=style.scatter_type(len(x)),
+                x=x,
+                y=y,
+                mode="markers",
+                name=axis,
+                marker={"size": 5, "color": "#1f77b4"},
+                customdata=custom,
+                text=text,
+                hovertemplate=hover.replace("{unit}", unit),
+                showlegend=False,
+            )
         ]
         if throttled.any():
             traces.append(
-                dict(type=style.scatter_type(len(x)), x=x[throttled], y=y[throttled], mode="markers", name="throttled",
-                     legendgroup="throttled", showlegend=i == 0, marker={"size": 10, "symbol": "x", "color": "#d62728"},
-                     customdata=custom[throttled], text=text[throttled], hovertemplate=hover.replace("{unit}", unit))
+                dict(
+                    type=style.scatter_type(len(x)),
+                    x=x[throttled],
+                    y=y[throttled],
+                    mode="markers",
+                    name="throttled",
+                    legendgroup="throttled",
+                    showlegend=i == 0,
+                    marker={"size": 10, "symbol": "x", "color": "#d62728"},
+                    customdata=custom[throttled],
+                    text=text[throttled],
+                    hovertemplate=hover.replace("{unit}", unit),
+                )
             )
         xaxis = {"title": {"text": "measured point (run order)"}}
         panels.append(style.Panel(traces, xaxis, {"title": {"text": axis}}))

@@ -69,9 +69,7 @@ def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
     return frame[name].to_numpy(dtype=float) if name in frame else np.full(len(frame), np.nan)
 
 
-def measured_traces(
-    measured: pd.DataFrame, tier: str, time_col: str, showlegend: bool = True
-) -> list[dict[str, Any]]:
+def measured_traces(measured: pd.DataFrame, tier: str, time_col: str, showlegend: bool = True) -> list[dict[str, Any]]:
     """Filled markers at (intensity, achieved FLOP/s), one trace per kernel, coloured by scheme."""
     traces = []
     bound_col = "bound_datasheet" if tier == "datasheet" else "bound_calibrated"
@@ -126,8 +124,14 @@ def predicted_traces(
         t = part[time_col].to_numpy(dtype=float)
         nbytes = part["bytes"].to_numpy(dtype=float)
         custom = np.column_stack(
-            [_column(part, "M"), _column(part, "N"), _column(part, "K"), t * style.US, nbytes * 1e-6,
-             nbytes / t * style.GIGA]
+            [
+                _column(part, "M"),
+                _column(part, "N"),
+                _column(part, "K"),
+                t * style.US,
+                nbytes * 1e-6,
+                nbytes / t * style.GIGA,
+            ]
         )
         bound = np.array(part[bound_col].astype("string").fillna("").tolist(), dtype=str) if bound_col in part else None
         traces.append(
@@ -139,8 +143,12 @@ def predicted_traces(
                 name=f"{scheme} predicted",
                 legendgroup=f"p-{scheme}",
                 showlegend=showlegend,
-                marker={"color": style.scheme_color(str(scheme)), "size": 9, "symbol": "circle-open",
-                        "line": {"width": 1.5}},
+                marker={
+                    "color": style.scheme_color(str(scheme)),
+                    "size": 9,
+                    "symbol": "circle-open",
+                    "line": {"width": 1.5},
+                },
                 customdata=custom,
                 text=bound,
                 hovertemplate=_PREDICTED_HOVER.format(scheme=scheme, tier=tier),

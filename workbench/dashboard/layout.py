@@ -50,25 +50,44 @@ def _controls(data: DashboardData, defaults: Defaults) -> Any:
     opts = control_options(data)
     return html.Div(
         [
-            _control("GPU(s)", dcc.Dropdown(id=ids.GPUS, options=opts["gpus"], value=list(defaults.gpus), multi=True,
-                                            clearable=False), "260px"),
-            _control("Scheme(s)", dcc.Dropdown(id=ids.SCHEMES, options=opts["schemes"], value=list(defaults.schemes),
-                                               multi=True), "300px"),
-            _control("Kernel(s) (empty = all)", dcc.Dropdown(id=ids.KERNELS, options=opts["kernels"], value=[],
-                                                             multi=True, placeholder="all kernels"), "260px"),
-            _control("Shape N×K or model", dcc.Dropdown(id=ids.SHAPE, options=opts["shapes"], value=defaults.shape,
-                                                        clearable=False), "220px"),
-            _control("Baseline", dcc.Dropdown(id=ids.BASELINE, options=opts["baselines"], value=defaults.baseline,
-                                              clearable=False), "200px"),
+            _control(
+                "GPU(s)",
+                dcc.Dropdown(id=ids.GPUS, options=opts["gpus"], value=list(defaults.gpus), multi=True, clearable=False),
+                "260px",
+            ),
+            _control(
+                "Scheme(s)",
+                dcc.Dropdown(id=ids.SCHEMES, options=opts["schemes"], value=list(defaults.schemes), multi=True),
+                "300px",
+            ),
+            _control(
+                "Kernel(s) (empty = all)",
+                dcc.Dropdown(id=ids.KERNELS, options=opts["kernels"], value=[], multi=True, placeholder="all kernels"),
+                "260px",
+            ),
+            _control(
+                "Shape N×K or model",
+                dcc.Dropdown(id=ids.SHAPE, options=opts["shapes"], value=defaults.shape, clearable=False),
+                "220px",
+            ),
+            _control(
+                "Baseline",
+                dcc.Dropdown(id=ids.BASELINE, options=opts["baselines"], value=defaults.baseline, clearable=False),
+                "200px",
+            ),
             _control(
                 "Batch M range",
                 dcc.RangeSlider(id=ids.BATCH, min=0, max=8, step=1, value=[0, 8], marks=BATCH_MARKS, allowCross=False),
                 "280px",
             ),
-            _control("Prediction tier", dcc.RadioItems(id=ids.TIER, options=TIER_OPTIONS, value=defaults.tier,
-                                                       inline=True), "260px"),
-            _control("Cache", dcc.RadioItems(id=ids.MODE, options=MODE_OPTIONS, value=defaults.mode, inline=True),
-                     "160px"),
+            _control(
+                "Prediction tier",
+                dcc.RadioItems(id=ids.TIER, options=TIER_OPTIONS, value=defaults.tier, inline=True),
+                "260px",
+            ),
+            _control(
+                "Cache", dcc.RadioItems(id=ids.MODE, options=MODE_OPTIONS, value=defaults.mode, inline=True), "160px"
+            ),
         ],
         className="controls",
     )
@@ -77,8 +96,9 @@ def _controls(data: DashboardData, defaults: Defaults) -> Any:
 def _graph(component_id: str, height: str = "600px") -> Any:
     from dash import dcc
 
-    return dcc.Graph(id=component_id, style={"height": height}, config={"displaylogo": False},
-                     figure={"data": [], "layout": {}})
+    return dcc.Graph(
+        id=component_id, style={"height": height}, config={"displaylogo": False}, figure={"data": [], "layout": {}}
+    )
 
 
 def _tab(value: str, children: list[Any]) -> Any:
@@ -102,14 +122,22 @@ def _table(component_id: str, page_size: int = 20, custom: bool = True) -> Any:
         sort_mode="multi",
         filter_action=action,
         style_table={"overflowX": "auto"},
-        style_cell={"fontFamily": "system-ui, sans-serif", "fontSize": "13px", "padding": "4px 8px",
-                    "whiteSpace": "normal", "height": "auto", "maxWidth": "420px"},
+        style_cell={
+            "fontFamily": "system-ui, sans-serif",
+            "fontSize": "13px",
+            "padding": "4px 8px",
+            "whiteSpace": "normal",
+            "height": "auto",
+            "maxWidth": "420px",
+        },
         style_header={"fontWeight": "600", "backgroundColor": "#f3f4f6"},
         style_data_conditional=[
             {"if": {"filter_query": '{verdict} = "pass"', "column_id": "verdict"}, "backgroundColor": "#dcfce7"},
             {"if": {"filter_query": '{verdict} = "fail"', "column_id": "verdict"}, "backgroundColor": "#fee2e2"},
-            {"if": {"filter_query": '{verdict} = "inconclusive"', "column_id": "verdict"},
-             "backgroundColor": "#fef9c3"},
+            {
+                "if": {"filter_query": '{verdict} = "inconclusive"', "column_id": "verdict"},
+                "backgroundColor": "#fef9c3",
+            },
         ],
     )
 
@@ -129,8 +157,13 @@ def _views() -> Any:
             _tab(
                 "compare",
                 [
-                    dcc.RadioItems(id=ids.COMPARE_VIEW, options=COMPARE_OPTIONS, value="time", inline=True,
-                                   className="compare-view"),
+                    dcc.RadioItems(
+                        id=ids.COMPARE_VIEW,
+                        options=COMPARE_OPTIONS,
+                        value="time",
+                        inline=True,
+                        className="compare-view",
+                    ),
                     _graph(ids.GPU_COMPARE, "560px"),
                 ],
             ),
@@ -151,6 +184,7 @@ def _io_bar() -> Any:
             dcc.Upload(
                 id=ids.UPLOAD,
                 children=html.Div(["Upload measurements (.parquet / .csv, ≤ 20 MB): drop or ", html.A("choose")]),
+                accept=".parquet,.csv",
                 max_size=-1,  # checked on the server, which can say why (the browser would drop it silently)
                 multiple=False,
                 className="upload",

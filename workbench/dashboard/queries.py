@@ -77,8 +77,11 @@ def _defaults(data: DashboardData) -> Defaults:
         shape = shape_value(int(n), int(k))
     else:
         gpus = (next(iter(data.gpus)),) if data.gpus else ()
-        shape = DEFAULT_SHAPE if any(shape_value(*s) == DEFAULT_SHAPE for s in data.shapes) else (
-            shape_value(*data.shapes[0]) if data.shapes else "")
+        shape = (
+            DEFAULT_SHAPE
+            if any(shape_value(*s) == DEFAULT_SHAPE for s in data.shapes)
+            else (shape_value(*data.shapes[0]) if data.shapes else "")
+        )
     others = [g for g in data.measured_gpus if g not in gpus] + [g for g in (COMPARE_WITH, *data.gpus) if g not in gpus]
     gpus = gpus + tuple(others[:1])  # a second GPU, so the comparison view has something to compare
     kernels = {str(k) for k in cmp["kernel"].unique()} if not cmp.empty else set()

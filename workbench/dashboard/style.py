@@ -135,6 +135,7 @@ def compose(
     hspace: float = 0.07,
     vspace: float = 0.08,
     share_x: bool = False,
+    share_y: bool = False,
 ):
     """Place panels on a rows × cols grid (row-major), like make_subplots but without its validation cost."""
     width = (1.0 - hspace * (cols - 1)) / cols
@@ -156,7 +157,10 @@ def compose(
             xaxis["showticklabels"] = False
             xaxis.pop("title", None)
         out_layout["xaxis" if n == 1 else f"xaxis{n}"] = xaxis
-        out_layout["yaxis" if n == 1 else f"yaxis{n}"] = {**panel.yaxis, "domain": [y1 - height, y1], "anchor": xref}
+        yaxis = {**panel.yaxis, "domain": [y1 - height, y1], "anchor": xref}
+        if share_y and n > 1:
+            yaxis["matches"] = "y"
+        out_layout["yaxis" if n == 1 else f"yaxis{n}"] = yaxis
         traces.extend({**t, "xaxis": xref, "yaxis": yref} for t in panel.traces)
         for shape in panel.shapes:
             shapes.append(

@@ -118,8 +118,9 @@ def _rollup_measured(data: DashboardData, frames: Frames, sel: Selection, gpu: s
     complete = _complete_schemes(data, frames, sel, gpu, schemes)
     if not complete:
         return pd.DataFrame(columns=["scheme", "M", "time_step_measured_s", "tokens_per_s_measured"])
-    out = rollup_measured(frames.latest, sel.model, gpu_key=gpu, schemes=list(complete),
-                          calibrations=data.calibrations, mode=sel.mode)
+    out = rollup_measured(
+        frames.latest, sel.model, gpu_key=gpu, schemes=list(complete), calibrations=data.calibrations, mode=sel.mode
+    )
     out = out[(out["M"] >= sel.m_lo) & (out["M"] <= sel.m_hi)]
     return out[np.isfinite(out["time_step_measured_s"].to_numpy(dtype=float))]
 
@@ -143,9 +144,7 @@ def time_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str) ->
         measured["p90_s"] = measured["time_s"]
         return {"predicted": predicted, "measured": measured, "tier": tier, "per_token": True}
     pred = select_predicted(data, sel, gpu)
-    predicted = pd.DataFrame(
-        {"scheme": pred["scheme"].astype(str), "M": pred["M"], "time_s": pred[TIER_COLUMNS[tier]]}
-    )
+    predicted = pd.DataFrame({"scheme": pred["scheme"].astype(str), "M": pred["M"], "time_s": pred[TIER_COLUMNS[tier]]})
     cmp = select_measured(frames.latest, data, sel, (gpu,))
     measured = pd.DataFrame(
         {
