@@ -22,7 +22,6 @@ from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 
 MB_BINS = (1, 2, 3, 4, 8, 16)
-REF_MB_BINS = MB_BINS
 _RUN = "kernels.gemv:make_runner"
 
 

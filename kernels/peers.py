@@ -86,6 +86,7 @@ class PeerRunner:
             torch = _torch()
             with _on_cupy_stream():
                 out, ref_x, ref_w = self._make_torch(torch, arrays, x, M, N, K, seed)
+            torch.cuda.synchronize()  # setup done before the reference reads it and before any other stream launches
         nbytes = int(sum(a.nbytes for a in arrays.values() if hasattr(a, "nbytes")))
         y_ref = None
         if reference:
