@@ -1,7 +1,9 @@
-"""Peer kernels as registry entries: cuBLAS through CuPy (fp16, fp32) or torch (bf16), and torch's quantized kernels.
+"""Peer kernels as registry entries: cuBLAS (through torch, or CuPy without torch) and torch's quantized kernels.
 
 Every launch enqueues on CuPy's current stream (torch work is wrapped in a torch.cuda.ExternalStream of that stream)
-and writes into a preallocated output, so the profiler can time peers back to back or inside a CUDA graph.
+and writes into a preallocated output, so the profiler can time peers back to back or inside a CUDA graph. cuBLAS goes
+through torch where it can: CuPy refuses cuBLAS calls during stream capture, so a CuPy matmul can only be timed as eager
+launches, which measures host dispatch on small shapes.
 torch is imported only when a torch peer is run; these entries are listed whether or not torch is installed (the
 runner raises a clear InputError where it is missing).
 """
@@ -19,12 +21,12 @@ from models.errors import InputError
 
 _RUN = "kernels.peers:make_runner"
 SPECS: tuple[KernelSpec, ...] = (
-    KernelSpec("cublas_fp16", "fp16", "cublas", "peer", _RUN, m_max=256, geometry="cupy.matmul (cuBLAS)",
-               notes="x @ W.T with W row-major N x K (a transposed operand, no copy)"),
+    KernelSpec("cublas_fp16", "fp16", "torch", "peer", _RUN, m_max=256, geometry="torch.mm (cuBLAS)",
+               notes="x @ W.T with W row-major N x K (a transposed operand, no copy); CuPy matmul without torch"),
     KernelSpec("cublas_bf16", "bf16", "torch", "peer", _RUN, m_max=256, geometry="torch.mm (cuBLAS)",
                notes="through torch (CuPy has no bfloat16)"),
-    KernelSpec("cublas_fp32", "fp32", "cublas", "peer", _RUN, m_max=256, geometry="cupy.matmul (cuBLAS)",
-               notes="TF32 off (CuPy default)"),
+    KernelSpec("cublas_fp32", "fp32", "torch", "peer", _RUN, m_max=256, geometry="torch.mm (cuBLAS)",
+               notes="TF32 off (torch's and CuPy's default); CuPy matmul without torch"),
     KernelSpec("torch_int4_tinygemm", "w4a16", "torch", "peer", _RUN, m_max=256,
                geometry="torch._weight_int4pack_mm (tinygemm), G=128, inner_k_tiles=8 (2 where K % 1024 != 0)",
                notes="bf16 activations and output; zero point stored as a bf16 offset ((8 - z) * s)"),
@@ -35,7 +37,16 @@ SPECS: tuple[KernelSpec, ...] = (
                geometry="torch._int_mm int8 x int8 -> int32",
                notes="M padded to >= 32 (multiple of 8); int32 output, the rescale is not included"),
 )
+_TORCH_DTYPES = {"cublas_fp16": "float16", "cublas_bf16": "bfloat16", "cublas_fp32": "float32"}
 _PAD = {"torch_fp8_scaled_mm": lambda M: -(-M // 16) * 16, "torch_int_mm": lambda M: max(32, -(-M // 8) * 8)}
+
+
+def _has_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _torch() -> Any:
@@ -76,7 +87,7 @@ class PeerRunner:
         r = cp.random.RandomState(seed)
         x = r.standard_normal((M, K), dtype=cp.float32)
         arrays: dict[str, Any] = {}
-        if name in ("cublas_fp16", "cublas_fp32"):
+        if name in ("cublas_fp16", "cublas_fp32") and not _has_torch():
             dt = cp.float16 if name == "cublas_fp16" else cp.float32
             w = (r.standard_normal((N, K), dtype=cp.float32) * cp.float32(K**-0.5)).astype(dt)
             arrays |= {"x": x.astype(dt), "w": w}
@@ -99,10 +110,11 @@ class PeerRunner:
         name = self.spec.name
         xt = torch.as_tensor(x, device="cuda")
         pad = _PAD.get(name, lambda m: m)(M)
-        if name == "cublas_bf16":
+        if name in _TORCH_DTYPES:
+            dt = getattr(torch, _TORCH_DTYPES[name])
             w = torch.randn(N, K, device="cuda", generator=torch.Generator("cuda").manual_seed(seed)) * K**-0.5
-            arrays |= {"x": xt.bfloat16(), "w": w.bfloat16()}
-            arrays["out"] = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+            arrays |= {"x": xt.to(dt), "w": w.to(dt)}
+            arrays["out"] = torch.empty(M, N, device="cuda", dtype=dt)
             return arrays["out"], arrays["x"].double(), arrays["w"].double()
         if name == "torch_int4_tinygemm":
             q = quant.random_w4(N, K, 128, seed=seed + 1, xp=cp)
@@ -145,12 +157,12 @@ class PeerRunner:
 
         a = problem.arrays
         name = self.spec.name
-        if name in ("cublas_fp16", "cublas_fp32"):
+        if isinstance(problem.out, cp.ndarray):  # cuBLAS through CuPy (torch missing)
             cp.matmul(a["x"], a["w"].T, out=problem.out)
             return
         torch = _torch()
         with _on_cupy_stream():
-            if name == "cublas_bf16":
+            if name in _TORCH_DTYPES:
                 torch.mm(a["x"], a["w"].t(), out=a["out"])
             elif name == "torch_int4_tinygemm":
                 a["out"].copy_(torch._weight_int4pack_mm(a["x"], a["w"], 128, a["sz"]))
