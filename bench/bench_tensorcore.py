@@ -6,6 +6,7 @@ events; the per-launch time is the median over >= 10 samples. Bytes and FLOPs co
 (w4a16 with the kernel's fp16 zero point, fp8 with per-channel / per-token scales).
 
     PYTHONPATH=. python bench/bench_tensorcore.py --out $OUT [--shapes 22016x4096,4096x11008] [--batches 16,32]
+        [--variants v1,v2]   (default: the SELECT table's choice per M, reported as its variant name)
 """
 
 from __future__ import annotations
@@ -105,11 +106,12 @@ def bench_cublas(M: int, N: int, K: int, l2: int, samples: int) -> list[float]:
     return _time_torch(fns, samples, reps)
 
 
-def bench_kernel(name: str, M: int, N: int, K: int, l2: int, samples: int, per_sm: int | None) -> tuple:
+def bench_kernel(name: str, M: int, N: int, K: int, l2: int, samples: int, per_sm: int | None,
+                 variant: str | None = None) -> tuple:
     from kernels import registry, tensorcore
 
     spec = registry.get(name)
-    runner = tensorcore.make_runner(spec, per_sm)
+    runner = tensorcore.make_runner(spec, per_sm, variant)
     runner.check(M, N, K)
     first = runner.make(M, N, K, seed=1, reference=False)
     problems = [first] + [runner.make(M, N, K, seed=2 + i, reference=False)
@@ -122,7 +124,17 @@ def bench_kernel(name: str, M: int, N: int, K: int, l2: int, samples: int, per_s
 
     reps = _reps(first.nbytes / 3e12, len(problems))
     times = _time_graph(lambda: launch_all(reps), samples, reps * len(problems))
-    return times, first.tc_launch, len(problems)
+    return times, first.tc_launch, len(problems), first.tc_config
+
+
+def _write_csv(out: Path, rows: list[dict]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "bench_tensorcore.csv.tmp"
+    with tmp.open("w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=list(rows[0]))
+        wr.writeheader()
+        wr.writerows(rows)
+    tmp.replace(out / "bench_tensorcore.csv")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernels", default=",".join(KERNELS))
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--per-sm", default="", help="comma list of CTAs-per-SM overrides to sweep (default: auto)")
+    ap.add_argument("--variants", default="", help="comma list of tensorcore.VARIANTS to compare (default: SELECT)")
     args = ap.parse_args(argv)
 
     from kernels import registry
@@ -141,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu, l2, sms = _device_info()
     print(f"# {gpu}: {sms} SMs, L2 {l2 / 2**20:.0f} MiB", flush=True)
     per_sms: list[int | None] = [int(v) for v in args.per_sm.split(",") if v] or [None]
+    variants: list[str | None] = [v for v in args.variants.split(",") if v] or [None]
     rows = []
     for shape in args.shapes.split(","):
         N, K = (int(v) for v in shape.lower().split("x"))
@@ -148,40 +162,36 @@ def main(argv: list[str] | None = None) -> int:
             t = bench_cublas(M, N, K, l2, args.samples)
             base = statistics.median(t)
             tr = traffic("bf16", M, N, K)
-            rows.append(dict(N=N, K=K, M=M, kernel="cublas_bf16", per_sm="", grid="", time_s=base,
+            rows.append(dict(N=N, K=K, M=M, kernel="cublas_bf16", variant="", tile="", per_sm="", grid="",
+                             time_s=base,
                              p10_s=sorted(t)[len(t) // 10], p90_s=sorted(t)[-1 - len(t) // 10], sets=0,
                              bytes=tr.bytes, flops=tr.flops))
             for name in args.kernels.split(","):
                 scheme = registry.get(name).scheme
                 tr = traffic(get_scheme(scheme, **SCHEME_PARAMS.get(scheme, {})), M, N, K)
-                for ps in per_sms:
+                for ps, var in ((p, v) for p in per_sms for v in variants):
                     try:
-                        t, launch, sets = bench_kernel(name, M, N, K, l2, args.samples, ps)
+                        t, launch, sets, cfg = bench_kernel(name, M, N, K, l2, args.samples, ps, var)
                     except Exception as exc:  # a failing kernel is reported, the sweep goes on
-                        print(f"FAILED {name} M={M} {shape}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                        print(f"FAILED {name} {var} M={M} {shape}: {type(exc).__name__}: {exc}", file=sys.stderr)
                         continue
                     st = sorted(t)
-                    rows.append(dict(N=N, K=K, M=M, kernel=name, per_sm=ps or "auto", grid=f"{launch[0]}",
+                    tile = f"{cfg.bm}x{cfg.m_tiles}/{cfg.threads}t/{cfg.stages}s/{cfg.kt}B"
+                    rows.append(dict(N=N, K=K, M=M, kernel=name, variant=cfg.variant, tile=tile,
+                                     per_sm=ps or "auto", grid=f"{launch[0]}",
                                      time_s=statistics.median(t), p10_s=st[len(st) // 10],
                                      p90_s=st[-1 - len(st) // 10], sets=sets, bytes=tr.bytes, flops=tr.flops))
             for r in rows:
                 if r["N"] == N and r["K"] == K and r["M"] == M:
                     r["speedup_vs_cublas_bf16"] = base / r["time_s"]
+            _write_csv(Path(args.out), rows)  # after every point group: a run cut short keeps what it measured
             print(f"done {shape} M={M}", flush=True)
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "bench_tensorcore.csv.tmp"
-    with tmp.open("w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(rows[0]))
-        wr.writeheader()
-        wr.writerows(rows)
-    tmp.replace(out / "bench_tensorcore.csv")
-
-    print("\n| N×K | M | kernel | CTAs/SM | grid | µs | TFLOP/s | GB/s | × cuBLAS bf16 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| N×K | M | kernel | variant | tile | CTAs/SM | grid | µs | TFLOP/s | GB/s | × cuBLAS bf16 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['N']}×{r['K']} | {r['M']} | {r['kernel']} | {r['per_sm']} | {r['grid']} | "
+        print(f"| {r['N']}×{r['K']} | {r['M']} | {r['kernel']} | {r['variant']} | {r['tile']} | {r['per_sm']} | "
+              f"{r['grid']} | "
               f"{r['time_s'] * 1e6:.1f} | {r['flops'] / r['time_s'] / 1e12:.0f} | "
               f"{r['bytes'] / r['time_s'] / 1e9:.0f} | "
               f"{r['speedup_vs_cublas_bf16']:.2f} |")

@@ -4,21 +4,20 @@
 // fragments of mma m16n8k16 (16-bit) and m16n8k32 (s8) from the same addresses. The Op supplies the mma (and any
 // operand conversion) and the epilogue store.
 //
-// Tile: BM x BN outputs per CTA, 128 bytes of K per k-tile, STAGES-deep cp.async pipeline, WM x WN warps, each
-// warp (BM/WM) x (BN/WN) outputs. Shared memory per stage: (BM + BN) * 128 bytes, swizzled.
+// Tile: BM x BN outputs per CTA, KT bytes of K per k-tile (128 or 256: one barrier per k-tile), STAGES-deep
+// cp.async pipeline, WM x WN warps, each warp (BM/WM) x (BN/WN) outputs. Shared memory per stage: (BM + BN) * KT
+// bytes, swizzled (the XOR swizzle on the low three chunk bits keeps ldmatrix conflict-free for any KT >= 128).
 #pragma once
 #include "tc_common.cuh"
 
 namespace tc {
 
-constexpr int KTILE_BYTES = 128;
-
-template <class Op, int BM, int BN, int WM, int WN, int STAGES>
+template <class Op, int BM, int BN, int WM, int WN, int STAGES, int KT>
 __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, const unsigned char* __restrict__ B,
                                            const Params& p, int k_bytes) {
   constexpr int NT = WM * WN * 32, WTM = BM / WM, WTN = BN / WN, MF = WTM / 16, NF = WTN / 8;
-  constexpr int A_BYTES = BM * KTILE_BYTES, STAGE_BYTES = (BM + BN) * KTILE_BYTES;
-  constexpr int B_CHUNKS = BN * (KTILE_BYTES / 16);
+  constexpr int A_BYTES = BM * KT, STAGE_BYTES = (BM + BN) * KT, CHUNKS = KT / 16;
+  constexpr int B_CHUNKS = BN * CHUNKS;
   static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tile must be a multiple of 16 x 16");
   static_assert(B_CHUNKS % NT == 0, "B tile chunks must divide among the threads");
   using Acc = typename Op::Acc;
@@ -27,7 +26,7 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
   __shared__ int last_flag;
   const unsigned sbase = smem_addr(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp / WN, wn = warp % WN;
-  const int tiles_n = p.N / BN, ktiles = k_bytes / KTILE_BYTES, mt = blockIdx.y, m0 = mt * BM;
+  const int tiles_n = p.N / BN, ktiles = k_bytes / KT, mt = blockIdx.y, m0 = mt * BM;
   const Range range = streamk_range(tiles_n * ktiles);
 
   for (int it = range.begin; it < range.end;) {
@@ -37,11 +36,11 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
 
     auto load_stage = [&](int stage, int kt) {
       const unsigned sa = sbase + stage * STAGE_BYTES, sb = sa + A_BYTES;
-      load_a_tile<BM, KTILE_BYTES, NT>(sa, A, p.M, m0, k_bytes, static_cast<long long>(kt) * KTILE_BYTES);
+      load_a_tile<BM, KT, NT>(sa, A, p.M, m0, k_bytes, static_cast<long long>(kt) * KT);
 #pragma unroll
       for (int j = 0; j < B_CHUNKS / NT; ++j) {
-        const int i = j * NT + tid, row = i >> 3, c = i & 7;
-        cp_async16(sb + swz(row, c, KTILE_BYTES), Bt + static_cast<long long>(row) * k_bytes + kt * KTILE_BYTES + c * 16,
+        const int i = j * NT + tid, row = i / CHUNKS, c = i % CHUNKS;
+        cp_async16(sb + swz(row, c, KT), Bt + static_cast<long long>(row) * k_bytes + kt * KT + c * 16,
                    16);
       }
     };
@@ -66,14 +65,14 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
       cp_async_commit();
       const unsigned sa = sbase + (i % STAGES) * STAGE_BYTES, sb = sa + A_BYTES;
 #pragma unroll
-      for (int ks = 0; ks < KTILE_BYTES / 32; ++ks) {
+      for (int ks = 0; ks < KT / 32; ++ks) {
         unsigned a[MF][4], b[NF][2];
 #pragma unroll
-        for (int mf = 0; mf < MF; ++mf) ldsm_a<KTILE_BYTES>(sa, wm * WTM + mf * 16, ks, lane, a[mf]);
+        for (int mf = 0; mf < MF; ++mf) ldsm_a<KT>(sa, wm * WTM + mf * 16, ks, lane, a[mf]);
 #pragma unroll
         for (int np = 0; np < NF / 2; ++np) {
           const int row = wn * WTN + np * 16 + ((lane >> 4) << 3) + (lane & 7), chunk = ks * 2 + ((lane >> 3) & 1);
-          ldsm_x4(sb + swz(row, chunk, KTILE_BYTES), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0], b[2 * np + 1][1]);
+          ldsm_x4(sb + swz(row, chunk, KT), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0], b[2 * np + 1][1]);
         }
         Op::template mma<MF, NF>(acc, a, b);
       }
@@ -88,18 +87,30 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
 }  // namespace tc
 
 // One extern "C" entry per tile configuration: NAME_m<BM>. Geometry: grid (CTAs, m-tiles), block WM*WN*32,
-// dynamic shared memory STAGES * (BM + BN) * 128 bytes.
-#define TC_BYTES_ENTRY(NAME, OP, BM, BN, WM, WN, STAGES)                                                           \
+// dynamic shared memory STAGES * (BM + BN) * KT bytes.
+#define TC_BYTES_ENTRY(NAME, OP, BM, BN, WM, WN, STAGES, KT)                                                       \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32)                                                        \
       NAME##_m##BM(const unsigned char* __restrict__ A, const unsigned char* __restrict__ B, void* out, void* ws,  \
                    int* counters, const float* sa, const float* sb, int M, int N, int k_bytes) {                   \
     const tc::Params p{out, ws, counters, sa, sb, M, N};                                                           \
-    tc::gemm_bytes<OP, BM, BN, WM, WN, STAGES>(A, B, p, k_bytes);                                                  \
+    tc::gemm_bytes<OP, BM, BN, WM, WN, STAGES, KT>(A, B, p, k_bytes);                                              \
   }
 
-// The four configurations every byte-GEMM instantiates (BM, BN, WM, WN, STAGES).
+// The configurations a byte-GEMM instantiates (BM, BN, WM, WN, STAGES, KT), one set per variant, chosen at compile
+// time (NVRTC option -DTC_V2); kernels/tensorcore.py holds the same table (_VARIANTS) and picks the variant per M.
+#if defined(TC_V2)
+// v2: 8 warps, 256 bytes of K per barrier (BM <= 128), all of M = 256 in one CTA tile (weights streamed once).
 #define TC_BYTES_ENTRIES(NAME, OP)                 \
-  TC_BYTES_ENTRY(NAME, OP, 16, 128, 1, 4, 4)       \
-  TC_BYTES_ENTRY(NAME, OP, 32, 128, 1, 4, 4)       \
-  TC_BYTES_ENTRY(NAME, OP, 64, 128, 2, 2, 4)       \
-  TC_BYTES_ENTRY(NAME, OP, 128, 128, 2, 2, 3)
+  TC_BYTES_ENTRY(NAME, OP, 16, 128, 1, 8, 3, 256)  \
+  TC_BYTES_ENTRY(NAME, OP, 32, 128, 2, 4, 4, 256)  \
+  TC_BYTES_ENTRY(NAME, OP, 64, 128, 2, 4, 3, 256)  \
+  TC_BYTES_ENTRY(NAME, OP, 128, 128, 2, 4, 3, 256) \
+  TC_BYTES_ENTRY(NAME, OP, 256, 128, 4, 2, 4, 128)
+#else
+// v1: the first, measured configuration: 4 warps, 128 bytes of K per barrier.
+#define TC_BYTES_ENTRIES(NAME, OP)                 \
+  TC_BYTES_ENTRY(NAME, OP, 16, 128, 1, 4, 4, 128)  \
+  TC_BYTES_ENTRY(NAME, OP, 32, 128, 1, 4, 4, 128)  \
+  TC_BYTES_ENTRY(NAME, OP, 64, 128, 2, 2, 4, 128)  \
+  TC_BYTES_ENTRY(NAME, OP, 128, 128, 2, 2, 3, 128)
+#endif

@@ -16,7 +16,9 @@
 // np = e%2 (n-fragments 2np, 2np+1); nibble i = 4*hsel + 2*pp + reg is the weight at column
 // w*32 + (2np+pp)*8 + lane/4, k = ks*16 + reg*8 + (lane%4)*2 + hsel. Scales: 128 half2 (scale, zero) per block,
 // entry (w*8 + lane/4)*4 + nf for column w*32 + nf*8 + lane/4.
-// Entries tc_gemm_w4a16_m{16,32,64}: BM rows per CTA, 4 warps side by side along N (BN = 128), BK = 128.
+// Entries tc_gemm_w4a16_m<BM>: BM rows per CTA, BN = 128, BK = 128, 4 * WM warps: warp w takes columns (w % 4) * 32
+// (the packed layout's warp) and rows (w / 4) * BM / WM, so with WM = 2 two warps dequantize the same weights for
+// different rows and a BM = 128/256 tile streams the weights once for all of M.
 #include "tc_common.cuh"
 
 namespace tc {
@@ -34,15 +36,16 @@ struct W4Out {
   }
 };
 
-template <int BM, int STAGES>
+template <int BM, int WM, int STAGES>
 __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, const unsigned char* __restrict__ Bq,
                                            const unsigned char* __restrict__ SZ, const Params& p, int K) {
-  constexpr int NT = 128, MF = BM / 16, NF = 4, ROWB = W4_BK * 2;
+  constexpr int NT = 128 * WM, WTM = BM / WM, MF = WTM / 16, NF = 4, ROWB = W4_BK * 2;
+  static_assert(WTM % 16 == 0 && (W4_BLOCK_BYTES / 16) % NT == 0, "bad w4a16 tile");
   constexpr int A_BYTES = BM * ROWB, STAGE_BYTES = A_BYTES + W4_BLOCK_BYTES + W4_SCALE_BYTES;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int last_flag;
   const unsigned sbase = smem_addr(smem);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, lane = tid & 31, warp = (tid >> 5) & 3, wrow = (tid >> 7) * WTM;
   const int tiles_n = p.N / W4_BN, ktiles = K / W4_BK, mt = blockIdx.y, m0 = mt * BM;
   const long long a_ld = static_cast<long long>(K) * 2;
   const Range range = streamk_range(tiles_n * ktiles);
@@ -121,7 +124,7 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, 
 #pragma unroll
           for (int mf = 0; mf < MF; ++mf) {
             unsigned a[4];
-            ldsm_a<ROWB>(sa, mf * 16, ks, lane, a);
+            ldsm_a<ROWB>(sa, wrow + mf * 16, ks, lane, a);
 #pragma unroll
             for (int nf = 0; nf < NF; ++nf) mma_f16(acc[mf][nf], a, b[nf][0], b[nf][1]);
           }
@@ -130,23 +133,34 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, 
     }
     cp_async_wait<0>();
     __syncthreads();
-    finish_tile<W4Out, MF, NF>(acc, p, m0, nt * W4_BN + warp * 32, mt * tiles_n + nt, k0, k1, ktiles, &last_flag);
+    finish_tile<W4Out, MF, NF>(acc, p, m0 + wrow, nt * W4_BN + warp * 32, mt * tiles_n + nt, k0, k1, ktiles, &last_flag);
     it += nk;
   }
 }
 
 }  // namespace tc
 
-// Geometry: grid (CTAs, m-tiles), 128 threads, dynamic shared memory STAGES * (BM*256 + 8192 + 512) bytes.
-#define TC_W4_ENTRY(BM, STAGES)                                                                                      \
-  extern "C" __global__ void __launch_bounds__(128)                                                                  \
+// Geometry: grid (CTAs, m-tiles), 128 * WM threads, dynamic shared memory STAGES * (BM*256 + 8192 + 512) bytes.
+#define TC_W4_ENTRY(BM, WM, STAGES)                                                                                  \
+  extern "C" __global__ void __launch_bounds__(128 * WM)                                                             \
       tc_gemm_w4a16_m##BM(const unsigned char* __restrict__ A, const unsigned char* __restrict__ Bq,                \
                           const unsigned char* __restrict__ SZ, void* out, void* ws, int* counters, int M, int N,    \
-                          int K) {                                                                  \
+                          int K) {                                                                                   \
     const tc::Params p{out, ws, counters, nullptr, nullptr, M, N};                                                   \
-    tc::gemm_w4a16<BM, STAGES>(A, Bq, SZ, p, K);                                                       \
+    tc::gemm_w4a16<BM, WM, STAGES>(A, Bq, SZ, p, K);                                                                 \
   }
 
-TC_W4_ENTRY(16, 4)
-TC_W4_ENTRY(32, 4)
-TC_W4_ENTRY(64, 4)
+// (BM, WM, STAGES) per variant, selected with -DTC_V2; the same table is kernels/tensorcore.py's _VARIANTS.
+#if defined(TC_V2)
+// v2: deeper pipelines at small M (more bytes in flight per CTA); 8 warps and all of M in one tile from M = 64.
+TC_W4_ENTRY(16, 1, 8)
+TC_W4_ENTRY(32, 1, 6)
+TC_W4_ENTRY(64, 2, 4)
+TC_W4_ENTRY(128, 2, 4)
+TC_W4_ENTRY(256, 2, 3)
+#else
+// v1: the first, measured configuration (4 warps, BM <= 64: M > 64 runs several m-tiles).
+TC_W4_ENTRY(16, 1, 4)
+TC_W4_ENTRY(32, 1, 4)
+TC_W4_ENTRY(64, 1, 4)
+#endif

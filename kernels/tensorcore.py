@@ -24,12 +24,13 @@ import numpy as np
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 
-_GEOMETRY = ("block 128 threads; BM x 128 outputs per CTA (BM 16/32/64/128 chosen by M), 128 bytes of K per "
-             "k-tile, {stages}-stage cp.async pipeline; persistent stream-K grid over (n-tile, k-tile) x m-tiles, "
-             "split tiles summed in a 32-bit workspace by the last CTA")
+_GEOMETRY = ("BM x 128 outputs per CTA, BM and the variant (v1: 4 warps, 128-byte k-tiles; v2: 8 warps, 256-byte "
+             "k-tiles, all of M in one tile up to 256) chosen per M by tensorcore.SELECT; {stages}-stage cp.async "
+             "pipeline; persistent stream-K grid over (n-tile, k-tile) x m-tiles, split tiles summed in a 32-bit "
+             "workspace by the last CTA")
 
 
-def _spec(name: str, scheme: str, source: str, entry: str, notes: str, stages: str = "3-4") -> KernelSpec:
+def _spec(name: str, scheme: str, source: str, entry: str, notes: str, stages: str = "3-8") -> KernelSpec:
     return KernelSpec(name=name, scheme=scheme, backend="nvrtc", role="optimized",
                       runner="kernels.tensorcore:make_runner", m_min=16, m_max=256, min_cc=80, source=source,
                       entry=entry,
@@ -44,7 +45,7 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("tc_w4a16", "w4a16", "tc_gemm_w4a16.cu", "tc_gemm_w4a16",
           "int4 G=128 reordered offline (kernels.pack_tc), fp16 scale + fp16 zero per group (zero stored as fp16: "
           "4.25 bits/weight), 0x6400 dequant in registers; no L2 evict-first hint (see the .cu); fp16 x and y; "
-          "BM <= 64 (M > 64 runs several m-tiles)", stages="4"),
+          "v1: BM <= 64 (M > 64 runs several m-tiles); v2: BM up to 256 with 8 warps"),
     _spec("tc_w8a8", "w8a8", "tc_gemm_w8a8.cu", "tc_gemm_w8a8",
           "mma.sync m16n8k32 s8 -> s32; fp32 per-channel x per-token rescale in the epilogue; fp16 output; "
           "activation quantization not timed"),
@@ -60,8 +61,48 @@ _LAYOUT: dict[str, tuple[int, int, str]] = {
     "w8a8": (1, 128, "float16"), "fp8": (1, 128, "float16"),
 }
 BN = 128
-_BYTE_TILES = {16: 4, 32: 4, 64: 4, 128: 3}  # BM -> pipeline stages (tc_gemm_bytes.cuh TC_BYTES_ENTRIES)
-_W4_TILES = {16: 4, 32: 4, 64: 4}
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One compiled entry <entry>_m<bm> of a variant (the .cu's TC_BYTES_ENTRIES / TC_W4_ENTRY tables)."""
+
+    bm: int
+    warps: int
+    stages: int
+    kt: int = 128  # bytes of K per k-tile (byte GEMMs); w4a16 k-tiles are always 128 elements
+
+
+@dataclass(frozen=True)
+class Variant:
+    options: tuple[str, ...]  # NVRTC options selecting the variant's entries
+    byte_tiles: dict[int, Tile]  # bf16 / fp16 / w8a8 / fp8 (tc_gemm_bytes.cuh)
+    w4_tiles: dict[int, Tile]  # w4a16 (tc_gemm_w4a16.cu)
+
+
+VARIANTS: dict[str, Variant] = {
+    # the first, measured configuration: 4 warps, 128 bytes of K per barrier, w4a16 BM <= 64
+    "v1": Variant((), {16: Tile(16, 4, 4), 32: Tile(32, 4, 4), 64: Tile(64, 4, 4), 128: Tile(128, 4, 3)},
+                  {16: Tile(16, 4, 4), 32: Tile(32, 4, 4), 64: Tile(64, 4, 4)}),
+    # 8 warps, 256 bytes of K per barrier, M = 256 in one tile; w4a16: deeper pipelines, 8 warps from BM = 64
+    "v2": Variant(("-DTC_V2",),
+                  {16: Tile(16, 8, 3, 256), 32: Tile(32, 8, 4, 256), 64: Tile(64, 8, 3, 256),
+                   128: Tile(128, 8, 3, 256), 256: Tile(256, 8, 4, 128)},
+                  {16: Tile(16, 4, 8), 32: Tile(32, 4, 6), 64: Tile(64, 8, 4), 128: Tile(128, 8, 4),
+                   256: Tile(256, 8, 3)}),
+}
+
+# The selection table: scheme -> ((largest M, variant), ...) in increasing M; edited from measurements only
+# (docs/kernels-tensorcore.md). A variant whose k-tile does not divide K falls back to v1.
+# H200 measurement in docs/kernels-tensorcore.md: the faster variant summed over 22016x4096 and 4096x11008.
+# fp16 was not benchmarked; it shares bf16's mainloop and follows bf16's choice.
+SELECT: dict[str, tuple[tuple[int, str], ...]] = {
+    "bf16": ((256, "v2"),),
+    "fp16": ((256, "v2"),),
+    "w4a16": ((128, "v2"), (256, "v1")),
+    "w8a8": ((128, "v2"), (256, "v1")),
+    "fp8": ((32, "v1"), (256, "v2")),
+}
 
 
 @dataclass(frozen=True)
@@ -71,23 +112,46 @@ class TileConfig:
     m_tiles: int
     smem_bytes: int  # dynamic shared memory per CTA
     threads: int = 128
+    kt: int = 128
+    variant: str = "v1"
 
 
-def tile_config(scheme: str, M: int) -> TileConfig:
-    """The tile shape used for batch M (pure arithmetic, no GPU)."""
-    tiles = _W4_TILES if scheme == "w4a16" else _BYTE_TILES
-    bm = next((b for b in sorted(tiles) if M <= b), max(tiles))
-    stages = tiles[bm]
+def _k_bytes(scheme: str, K: int) -> int:
+    return K * _LAYOUT[scheme][0]
+
+
+def select_variant(scheme: str, M: int, K: int | None = None) -> str:
+    """The variant SELECT names for batch M; v1 when the variant's k-tile does not divide K."""
+    name = next((v for m_max, v in SELECT[scheme] if M <= m_max), SELECT[scheme][-1][1])
+    if K is not None and scheme != "w4a16" and _k_bytes(scheme, K) % _tile(scheme, M, name).kt:
+        return "v1"
+    return name
+
+
+def _tile(scheme: str, M: int, variant: str) -> Tile:
+    if variant not in VARIANTS:
+        raise InputError(f"unknown tensor-core variant {variant!r}; known: {', '.join(VARIANTS)}")
+    v = VARIANTS[variant]
+    tiles = v.w4_tiles if scheme == "w4a16" else v.byte_tiles
+    return tiles[next((b for b in sorted(tiles) if M <= b), max(tiles))]
+
+
+def tile_config(scheme: str, M: int, variant: str | None = None, K: int | None = None) -> TileConfig:
+    """The tile shape used for batch M (pure arithmetic, no GPU); variant None = the SELECT table's choice."""
+    name = variant or select_variant(scheme, M, K)
+    t = _tile(scheme, M, name)
     if scheme == "w4a16":
-        smem = stages * (bm * 256 + BN * 64 + BN * 4)
+        smem = t.stages * (t.bm * 256 + BN * 64 + BN * 4)
     else:
-        smem = stages * (bm + BN) * 128
-    return TileConfig(bm, stages, math.ceil(M / bm), smem)
+        smem = t.stages * (t.bm + BN) * t.kt
+    return TileConfig(t.bm, t.stages, math.ceil(M / t.bm), smem, 32 * t.warps, t.kt, name)
 
 
-def check_shape(spec: KernelSpec, M: int, N: int, K: int) -> None:
+def check_shape(spec: KernelSpec, M: int, N: int, K: int, variant: str | None = None) -> None:
     check_batch(spec, M)
     _, k_mult, _ = _LAYOUT[spec.scheme]
+    if variant is not None and spec.scheme != "w4a16":
+        k_mult = max(k_mult, tile_config(spec.scheme, M, variant).kt // _LAYOUT[spec.scheme][0])
     if N <= 0 or K <= 0 or N % BN or K % k_mult:
         raise InputError(f"kernel {spec.name} needs N a multiple of {BN} and K a multiple of {k_mult}, "
                          f"got N={N}, K={K}")
@@ -99,22 +163,33 @@ def grid_ctas(tiles_n: int, ktiles: int, m_tiles: int, sms: int, per_sm: int) ->
 
 
 class TensorCoreRunner:
-    """Runner (kernels.registry protocol) for one tensor-core kernel; `per_sm` overrides the CTAs per SM."""
+    """Runner (kernels.registry protocol) for one tensor-core kernel.
 
-    def __init__(self, spec: KernelSpec, per_sm: int | None = None):
+    `per_sm` overrides the CTAs per SM; `variant` forces one VARIANTS entry for every M (bench and tests), None
+    follows the SELECT table.
+    """
+
+    def __init__(self, spec: KernelSpec, per_sm: int | None = None, variant: str | None = None):
+        if variant is not None and variant not in VARIANTS:
+            raise InputError(f"unknown tensor-core variant {variant!r}; known: {', '.join(VARIANTS)}")
         self.spec = spec
         self.per_sm = per_sm
-        self._kernels: dict[int, Any] = {}
+        self.variant = variant
+        self._kernels: dict[tuple[str, int], Any] = {}
 
     # -- geometry
+    def config(self, M: int, K: int) -> TileConfig:
+        return tile_config(self.spec.scheme, M, self.variant, K)
+
     def _kernel(self, cfg: TileConfig) -> Any:
         from kernels import build
 
-        if cfg.bm not in self._kernels:
-            fn = build.function(self.spec.source, f"{self.spec.entry}_m{cfg.bm}")
+        key = (cfg.variant, cfg.bm)
+        if key not in self._kernels:
+            fn = build.function(self.spec.source, f"{self.spec.entry}_m{cfg.bm}", VARIANTS[cfg.variant].options)
             fn.max_dynamic_shared_size_bytes = cfg.smem_bytes
-            self._kernels[cfg.bm] = fn
-        return self._kernels[cfg.bm]
+            self._kernels[key] = fn
+        return self._kernels[key]
 
     def _ctas_per_sm(self, fn: Any, cfg: TileConfig) -> int:
         import cupy
@@ -131,7 +206,7 @@ class TensorCoreRunner:
 
     # -- Runner protocol
     def check(self, M: int, N: int, K: int) -> None:
-        check_shape(self.spec, M, N, K)
+        check_shape(self.spec, M, N, K, self.variant)
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         import cupy
@@ -141,7 +216,7 @@ class TensorCoreRunner:
 
         self.check(M, N, K)
         scheme = self.spec.scheme
-        cfg = tile_config(scheme, M)
+        cfg = self.config(M, K)
         fn = self._kernel(cfg)
         rs = cupy.random.RandomState(seed)
         x = rs.standard_normal((M, K), dtype=cupy.float32)
@@ -205,7 +280,7 @@ class TensorCoreRunner:
         out_dtype = cupy.uint16 if scheme == "bf16" else cupy.float16
         out = cupy.empty((M, N), dtype=out_dtype)
         tiles_n = N // BN
-        ktiles = K // 128 if scheme == "w4a16" else (K * _LAYOUT[scheme][0]) // 128
+        ktiles = K // 128 if scheme == "w4a16" else _k_bytes(scheme, K) // cfg.kt
         arrays["ws"] = cupy.zeros((M, N), dtype=cupy.int32 if scheme == "w8a8" else cupy.float32)
         arrays["counters"] = cupy.zeros(cfg.m_tiles * tiles_n, dtype=cupy.int32)
         if "sa" not in arrays:
@@ -215,6 +290,7 @@ class TensorCoreRunner:
         problem = Problem(M, N, K, arrays, out, nbytes, ref_host, qerr)
         # launch geometry rides on the problem (not in `arrays`, which holds device arrays only)
         problem.tc_launch = ((ctas, cfg.m_tiles), (cfg.threads,), cfg.smem_bytes)
+        problem.tc_config = cfg
         return problem
 
     def _sms_and_per_sm(self, fn: Any, cfg: TileConfig) -> tuple[int, int]:
@@ -229,7 +305,7 @@ class TensorCoreRunner:
         a = problem.arrays
         grid, block, smem = problem.tc_launch
         M, N, K = problem.M, problem.N, problem.K
-        fn = self._kernel(tile_config(self.spec.scheme, M))
+        fn = self._kernel(problem.tc_config)
         i32 = numpy.int32
         if self.spec.scheme == "w4a16":
             args = (a["x"], a["w"], a["sz"], problem.out, a["ws"], a["counters"], i32(M), i32(N), i32(K))
@@ -250,5 +326,5 @@ class TensorCoreRunner:
         return y.astype(np.float64)
 
 
-def make_runner(spec: KernelSpec, per_sm: int | None = None) -> TensorCoreRunner:
-    return TensorCoreRunner(spec, per_sm)
+def make_runner(spec: KernelSpec, per_sm: int | None = None, variant: str | None = None) -> TensorCoreRunner:
+    return TensorCoreRunner(spec, per_sm, variant)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -57,13 +59,73 @@ def test_pack_refuses_unsupported_shapes(N, K, G):
         pack_tc.check_tc_w4_shape(N, K, G)
 
 
+@pytest.mark.parametrize("variant", [None, *tensorcore.VARIANTS])
 @pytest.mark.parametrize("scheme", ["bf16", "fp16", "w4a16", "w8a8", "fp8"])
-def test_tile_config_covers_every_batch(scheme):
+def test_tile_config_covers_every_batch(scheme, variant):
     for M in range(16, 257):
-        cfg = tensorcore.tile_config(scheme, M)
+        cfg = tensorcore.tile_config(scheme, M, variant)
         assert cfg.bm * cfg.m_tiles >= M
         assert cfg.bm * (cfg.m_tiles - 1) < M  # no empty m-tile
         assert cfg.smem_bytes <= 227 * 1024
+        assert cfg.threads in (128, 256)
+
+
+def test_select_table_names_known_variants_and_falls_back_on_k():
+    assert set(tensorcore.SELECT) == {"bf16", "fp16", "w4a16", "w8a8", "fp8"}
+    for table in tensorcore.SELECT.values():
+        assert [m for m, _ in table] == sorted(m for m, _ in table) and table[-1][0] >= 256
+        assert all(v in tensorcore.VARIANTS for _, v in table)
+    # v2's 256-byte k-tiles need K * element bytes divisible by 256; 4160 bf16 = 8320 bytes is not
+    if tensorcore.select_variant("bf16", 16) == "v2":
+        assert tensorcore.select_variant("bf16", 16, K=4160) == "v1"
+        assert tensorcore.select_variant("bf16", 16, K=4096) == "v2"
+    with pytest.raises(InputError):
+        tensorcore.tile_config("bf16", 16, "v9")
+
+
+def _cu_tables(name: str, macro: str) -> dict[str, list[tuple[int, ...]]]:
+    """The entry tables of a .cu / .cuh per variant: {"v2": [...], "v1": [...]} from its #if defined(TC_V2) block."""
+    text = (Path(tensorcore.__file__).parent / name).read_text()
+    block = text[text.index("#if defined(TC_V2)"):]
+    v2, v1 = block.split("#else", 1)
+    v1 = v1.split("#endif", 1)[0]
+
+    def rows(part: str) -> list[tuple[int, ...]]:
+        out = []
+        for line in part.splitlines():
+            line = line.strip()
+            if line.startswith(macro + "("):
+                args = line[len(macro) + 1:line.index(")")].split(",")
+                out.append(tuple(int(a) for a in args if a.strip().isdigit()))
+        return out
+
+    return {"v2": rows(v2), "v1": rows(v1)}
+
+
+def test_python_variant_table_matches_the_cuda_entries():
+    byte_rows = _cu_tables("tc_gemm_bytes.cuh", "TC_BYTES_ENTRY")  # (BM, BN, WM, WN, STAGES, KT)
+    w4_rows = _cu_tables("tc_gemm_w4a16.cu", "TC_W4_ENTRY")  # (BM, WM, STAGES)
+    for name, var in tensorcore.VARIANTS.items():
+        assert all(r[1] == tensorcore.BN for r in byte_rows[name])
+        assert sorted((r[0], 32 * r[2] * r[3], r[4], r[5]) for r in byte_rows[name]) == sorted(
+            (t.bm, 32 * t.warps, t.stages, t.kt) for t in var.byte_tiles.values())
+        assert sorted((r[0], 4 * r[1], r[2]) for r in w4_rows[name]) == sorted(
+            (t.bm, t.warps, t.stages) for t in var.w4_tiles.values())
+
+
+@pytest.mark.parametrize("source", ["tc_gemm_f16.cu", "tc_gemm_w8a8.cu", "tc_gemm_fp8.cu", "tc_gemm_w4a16.cu"])
+def test_v2_entries_compile(source):
+    from kernels import compile_check
+
+    try:
+        compile_check.nvrtc_library()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    if compile_check.cuda_include_dir() is None:
+        pytest.skip("no CUDA headers")
+    path = Path(tensorcore.__file__).parent / source
+    r = compile_check.compile_source(path, "sm_90", tensorcore.VARIANTS["v2"].options)
+    assert r.ok, r.log
 
 
 def test_grid_never_exceeds_the_iterations():

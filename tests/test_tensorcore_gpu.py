@@ -1,5 +1,6 @@
 """Tensor-core GEMM kernels against the float64 reference of the dequantized weights, on the GPU.
 
+Every variant the SELECT table can choose (tensorcore.VARIANTS) is checked, forced through the runner's `variant`.
 Fresh random data per case (a new seed every run), outputs poisoned with NaN before each launch, every kernel launched
 twice on the same input set (the split-K workspace and tile counters must be left clean by the first launch).
 """
@@ -10,17 +11,18 @@ import random
 
 import pytest
 
+from kernels.tensorcore import VARIANTS
+
 pytestmark = pytest.mark.gpu
 
 KERNELS = ("tc_bf16", "tc_fp16", "tc_w4a16", "tc_w8a8", "tc_fp8")
-BATCHES = (16, 17, 32, 64, 100, 128, 256)
-BIG_SHAPES = ((22016, 4096), (4096, 11008))
-OTHER_SHAPES = ((12288, 4096), (4096, 4096))
+# every BM of every variant (16..256) plus partial tiles (17, 100, 200); shapes alternate so both are covered
+BATCHES = ((16, (22016, 4096)), (17, (4096, 11008)), (32, (4096, 11008)), (64, (22016, 4096)),
+           (100, (4096, 11008)), (128, (12288, 4096)), (200, (4096, 4096)), (256, (22016, 4096)))
 # ||y - ref|| / ||ref||: the output's own rounding (bf16 2^-9, fp16 2^-11 relative) dominates
 TOLERANCE = {"tc_bf16": 6e-3, "tc_fp16": 2e-3, "tc_w4a16": 2e-3, "tc_w8a8": 2e-3, "tc_fp8": 2e-3}
 
-CASES = [(k, M, N, K) for k in KERNELS for (N, K) in BIG_SHAPES for M in BATCHES]
-CASES += [(k, M, N, K) for k in KERNELS for (N, K) in OTHER_SHAPES for M in (17, 128)]
+CASES = [(k, v, M, N, K) for k in KERNELS for v in VARIANTS for M, (N, K) in BATCHES]
 
 
 @pytest.fixture(scope="module")
@@ -41,20 +43,22 @@ def _poison(cp, out) -> None:
         out.fill(float("nan"))
 
 
-@pytest.mark.parametrize("name,M,N,K", CASES)
-def test_kernel_matches_float64_reference(cupy, name, M, N, K):
-    from kernels import reference, registry
+@pytest.mark.parametrize("name,variant,M,N,K", CASES)
+def test_kernel_matches_float64_reference(cupy, name, variant, M, N, K):
+    from kernels import reference, registry, tensorcore
 
-    runner = registry.runner(name)
+    runner = tensorcore.make_runner(registry.get(name), variant=variant)
     seed = random.randrange(2**31)  # fresh data every run; the seed is in the failure message
     problem = runner.make(M, N, K, seed=seed, reference=True)
+    assert problem.tc_config.variant == variant
     for attempt in range(2):
         _poison(cupy, problem.out)
         runner.launch(problem)
         cupy.cuda.runtime.deviceSynchronize()
         y = runner.output(problem)
         err = reference.rel_error(y, problem.ref)
-        assert err < TOLERANCE[name], f"{name} M={M} {N}x{K} seed {seed} launch {attempt}: rel error {err:.3g}"
+        assert err < TOLERANCE[name], (f"{name} {variant} M={M} {N}x{K} seed {seed} launch {attempt}: "
+                                       f"rel error {err:.3g}")
     assert int(cupy.count_nonzero(problem.arrays["counters"])) == 0
     assert float(cupy.abs(problem.arrays["ws"]).max()) == 0.0
 
