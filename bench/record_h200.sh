@@ -25,7 +25,7 @@ if [[ "${QUICK:-0}" == "1" ]]; then
          --batch 1 --batch 16 --batch 64)
   OUT1="$SCRATCH/measurements/sweep-cold.parquet"
 else
-  TESTS=(tests)
+  read -r -a TESTS <<<"${GPU_TESTS:-tests}"   # GPU_TESTS="a.py b.py" limits the test files
   CAL_DIR=data/calibration
   SWEEP=()
   OUT1=data/measurements/h200-sxm/sweep-cold.parquet
