@@ -3,8 +3,6 @@ line. Tables are formatted (µs, GB/s, TFLOP/s); `--csv` writes the same rows in
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -88,18 +86,13 @@ def _calibrations(tier: str, data_dir: Path | None, gpu_keys: list[str]) -> dict
 
 def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
     """Write to a temporary file beside `path`, then rename: never a half-written CSV."""
+    from workbench.store import atomic_write_bytes
+
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise InputError(f"cannot write {path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", newline="") as handle:
-            frame.to_csv(handle, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, frame.to_csv(index=False).encode())
 
 
 def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], shape: str | None,

@@ -28,6 +28,12 @@ POINT_KEY = ("gpu_uuid", "kernel", "scheme", "layer", "M", "N", "K", "mode")
 
 
 # ---------------------------------------------------------------------------------------------------- atomic files
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write `data` to `path` via a temp file in the same folder and a rename."""
     path = Path(path)
@@ -38,6 +44,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the mode a plain open() would
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
