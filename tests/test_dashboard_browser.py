@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from tests.dashboard_synthetic import synthetic_measurements, write_dataset
+from workbench.dashboard.layout import TAB_LABELS
 
 pytestmark = pytest.mark.browser
 
@@ -30,17 +31,7 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
-VIEWS = {
-    "roofline": "Roofline",
-    "time": "Time vs batch",
-    "speedup": "Speedup vs batch",
-    "error": "Model error",
-    "clocks": "Clocks",
-    "compare": "GPU comparison",
-    "rollup": "Whole model",
-    "hypotheses": "Hypotheses",
-    "table": "Data table",
-}
+VIEWS = TAB_LABELS
 
 
 def _free_port() -> int:

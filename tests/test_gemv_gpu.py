@@ -24,17 +24,6 @@ SMALL = ((37, 256), (101, 640), (1029, 4096 + 128))
 LLM = ((22016, 4096), (4096, 11008))
 
 
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no CUDA device")
-    except cupy.cuda.runtime.CUDARuntimeError:
-        pytest.skip("no CUDA device")
-    return cupy
-
-
 def _check(name: str, M: int, N: int, K: int, seed: int, **cfg) -> float:
     spec = next(s for s in gemv.SPECS if s.name == name)
     runner = gemv.GemvRunner(spec, config=cfg)

@@ -13,17 +13,6 @@ MATMUL_SPEC = KernelSpec(name="test_cupy_matmul_fp16", scheme="fp16", backend="c
                          runner="tests.test_profiler_gpu:MatmulRunner", m_min=1, m_max=256)
 
 
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no CUDA device")
-    except Exception:
-        pytest.skip("no CUDA device")
-    return cupy
-
-
 class MatmulRunner:
     """cuBLAS fp16 through cupy.matmul(out=...): capturable, no allocation in launch."""
 

@@ -25,17 +25,6 @@ TOLERANCE = {"tc_bf16": 6e-3, "tc_fp16": 2e-3, "tc_w4a16": 2e-3, "tc_w8a8": 2e-3
 CASES = [(k, v, M, N, K) for k in KERNELS for v in VARIANTS for M, (N, K) in BATCHES]
 
 
-@pytest.fixture(scope="module")
-def cupy():
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no CUDA device")
-    except cp.cuda.runtime.CUDARuntimeError:
-        pytest.skip("no CUDA device")
-    return cp
-
-
 def _poison(cp, out) -> None:
     if out.dtype == cp.uint16:  # bf16 bits
         out.fill(0x7FC0)
