@@ -145,6 +145,9 @@ def variants(name: str, M: int, N: int, K: int) -> list[dict[str, Any]]:
             out.append({"xreg": True, "u": u, "rw": rw, "warps": w})
     for u, rw, warps in ((2, 2, 4), (1, 4, 4), (2, 4, 4), (1, 8, 4)):
         out.append({"xreg": False, "u": u, "rw": rw, "warps": warps})
+    if name == "w4a16_gemv":  # warps that own whole rows (no block barrier) and more loads in flight per lane
+        for u, rw, warps in ((4, 2, 1), (4, 4, 1), (2, 2, 2), (2, 4, 2), (4, 1, 1)):
+            out.append({"xreg": False, "u": u, "rw": rw, "warps": warps})
     return out
 
 
@@ -185,6 +188,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="M=1 and 16 only")
     ap.add_argument("--no-variants", action="store_true", help="default configs only")
     ap.add_argument("--batches", default="1,4,8,16")
+    ap.add_argument("--kernels", default="", help="comma list: only these kernels (and cublas_bf16)")
     ap.add_argument("--prewarm-only", action="store_true", help="compile, then exit")
     ap.add_argument("--prewarm-tests", action="store_true", help="also compile the configs tests/test_gemv_gpu.py uses")
     args = ap.parse_args()
@@ -197,6 +201,9 @@ def main() -> int:
     cc = int(dev.compute_capability)
     mine = [s.name for s in gemv.SPECS if s.min_cc <= cc]
     peers = ["cublas_bf16", "cublas_fp16", "torch_int4_tinygemm", "torch_fp8_scaled_mm", "torch_int_mm"]
+    if args.kernels:
+        only = set(args.kernels.split(","))
+        mine, peers = [k for k in mine if k in only], ["cublas_bf16"]
     cases: list[tuple[str, int, int, int, dict[str, Any] | None]] = []
     for N, K in SHAPES:
         for M in batches:

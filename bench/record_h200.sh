@@ -3,6 +3,7 @@
 #   WORKBENCH_GIT_COMMIT=<sha> bash bench/record_h200.sh          (full: ~5-8 min)
 #   QUICK=1 bash bench/record_h200.sh                             (small scale: every step, a few points)
 #   EXCLUDE="tc_w4a16" ... leaves kernels out of both sweeps
+#   EXTRA_SWEEPS=1 ... also the lm_head (32000x4096) and L2-hot sweeps, packed as extra.tgz
 # Steps: GPU tests, calibrate, the default sweep (timed, with where the time goes), a second identical sweep to a
 # scratch path (run-to-run difference), the independent-timer cross-check. Results go to $OUT (<= 8 files):
 # dataset.tgz (data/calibration + data/measurements, to unpack in the repo root), record.log, crosscheck.csv,
@@ -38,6 +39,9 @@ for k in ${EXCLUDE:-}; do SWEEP+=(--exclude "$k"); done   # EXCLUDE="kernel_a ke
   nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   python3 -m workbench env
 
+  step "compile (parallel NVRTC into CuPy's disk cache)"
+  python3 bench/prewarm_tc.py --with-gemv 2>&1 | tail -1
+
   step "GPU tests"
   t0=$SECONDS
   python3 -m pytest -m gpu -q -p no:cacheprovider "${TESTS[@]}" 2>&1 | tail -25
@@ -71,6 +75,20 @@ if [[ "${QUICK:-0}" == "1" ]]; then
   tar czf "$OUT/dataset.tgz" -C "$SCRATCH" calibration measurements 2>/dev/null
 else
   tar czf "$OUT/dataset.tgz" data/calibration data/measurements
+fi
+if [[ "${EXTRA_SWEEPS:-0}" == "1" && "${QUICK:-0}" != "1" ]]; then
+  # the lm_head shape and the L2-hot sweep, packed apart so a cut-short call still returns dataset.tgz
+  {
+    step "lm_head 32000x4096, L2-cold"
+    timeout 150 python3 -m workbench profile --shape 32000x4096 --fresh --no-progress \
+      --out data/measurements/h200-sxm/lm-head-cold.parquet --calibration-dir "$CAL_DIR"
+    note "lm_head sweep: exit $?"
+    step "default sweep, L2-hot"
+    timeout 120 python3 -m workbench profile --hot --fresh --no-progress \
+      --out data/measurements/h200-sxm/sweep-hot.parquet --calibration-dir "$CAL_DIR"
+    note "hot sweep: exit $?"
+  } 2>&1 | tee -a "$LOG"
+  tar czf "$OUT/extra.tgz" data/measurements/h200-sxm/lm-head-cold.parquet data/measurements/h200-sxm/sweep-hot.parquet
 fi
 echo
 echo "=== summary"

@@ -3,7 +3,8 @@
 Candidates are the registry's "optimized" kernels of a scheme whose batch range holds M (and whose minimum compute
 capability the GPU meets). With measurements, the fastest candidate measured at that M wins (compared on the
 (N, K) shapes every measured candidate has); without, the most specialized one does: the candidate with the largest
-m_min (the tensor-core GEMMs from batch 16, the GEMV kernels below), ties broken by name. Pure Python.
+`prefer_from` (default m_min) not above M (the tensor-core GEMMs from batch 16, though they run any M; the GEMV
+kernels below), ties broken by name. Pure Python.
 """
 
 from __future__ import annotations
@@ -25,8 +26,13 @@ def candidates(scheme: str, M: int, cc: int | None = None,
     return [s for s in pool if s.role == "optimized" and s.supports(M, cc)]
 
 
-def _static_choice(cands: list[KernelSpec]) -> KernelSpec:
-    return sorted(cands, key=lambda s: (-s.m_min, s.name))[0]
+def _preferred_from(spec: KernelSpec) -> int:
+    return spec.m_min if spec.prefer_from is None else spec.prefer_from
+
+
+def _static_choice(cands: list[KernelSpec], M: int) -> KernelSpec:
+    eligible = [s for s in cands if _preferred_from(s) <= M] or cands
+    return sorted(eligible, key=lambda s: (-_preferred_from(s), s.name))[0]
 
 
 def _measured_choice(cands: list[KernelSpec], M: int, measured: Any,
@@ -62,7 +68,7 @@ def best_kernel(scheme: str, M: int, measured: Any = None, cc: int | None = None
         chosen = _measured_choice(cands, M, measured, shape)
         if chosen is not None:
             return chosen
-    return _static_choice(cands)
+    return _static_choice(cands, M)
 
 
 def dispatch_table(schemes: Iterable[str], batches: Iterable[int], measured: Any = None, cc: int | None = None,

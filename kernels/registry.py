@@ -29,6 +29,7 @@ class KernelSpec:
     runner: str  # "module:function" returning a Runner
     m_min: int = 1
     m_max: int = 16
+    prefer_from: int | None = None  # without measurements, the dispatcher prefers it from this batch (m_min)
     min_cc: int = 80  # 80 = sm_80
     source: str | None = None  # file name in kernels/, for nvrtc kernels
     entry: str | None = None  # extern "C" __global__ name

@@ -34,6 +34,13 @@ __device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned& r0, unsigned& r
                : "r"(addr));
 }
 
+// d = (a & b) | c in one LOP3 (immLut 0xEA); the compiler emits two for the C expression in some contexts.
+__device__ __forceinline__ unsigned lop3_and_or(unsigned a, unsigned b, unsigned c) {
+  unsigned d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
 __device__ __forceinline__ void mma_f16(float* c, const unsigned* a, unsigned b0, unsigned b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -108,11 +115,12 @@ __device__ __forceinline__ void ldsm_a(unsigned base, int row0, int kstep, int l
 
 // The fragment positions of an m16n8 accumulator: c[i] sits at row (lane/4 + 8*(i/2)), col ((lane%4)*2 + i%2).
 // Epilogue of one (m-tile, n-tile) after this CTA accumulated k-tiles [k0, k1) of it. Op::store(out, row, col, v0,
-// v1, ...) writes two adjacent outputs from the 32-bit sums.
+// v1, ...) writes two adjacent outputs from the 32-bit sums. Every thread of the CTA calls it (it holds barriers);
+// threads with active = false (warps whose sums were already folded into another warp's) write nothing.
 template <class Op, int MF, int NF>
 __device__ __forceinline__ void finish_tile(const typename Op::Acc (&acc)[MF][NF][4], const Params& p,
                                             int row_base, int col_base, int tile_id, int k0, int k1, int ktiles,
-                                            int* flag_smem) {
+                                            int* flag_smem, bool active = true) {
   using Acc = typename Op::Acc;
   const int lane = threadIdx.x & 31;
   if (k0 == 0 && k1 == ktiles) {
@@ -123,7 +131,7 @@ __device__ __forceinline__ void finish_tile(const typename Op::Acc (&acc)[MF][NF
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = row_base + mf * 16 + (lane >> 2) + 8 * h, col = col_base + nf * 8 + (lane & 3) * 2;
-          if (row < p.M) Op::store(p, row, col, acc[mf][nf][2 * h], acc[mf][nf][2 * h + 1]);
+          if (active && row < p.M) Op::store(p, row, col, acc[mf][nf][2 * h], acc[mf][nf][2 * h + 1]);
         }
     return;
   }
@@ -135,14 +143,16 @@ __device__ __forceinline__ void finish_tile(const typename Op::Acc (&acc)[MF][NF
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = row_base + mf * 16 + (lane >> 2) + 8 * h, col = col_base + nf * 8 + (lane & 3) * 2;
-        if (row < p.M) {
+        if (active && row < p.M) {
           atomicAdd(ws + static_cast<long long>(row) * p.N + col, acc[mf][nf][2 * h]);
           atomicAdd(ws + static_cast<long long>(row) * p.N + col + 1, acc[mf][nf][2 * h + 1]);
         }
       }
-  __threadfence();
+  // Release: the barrier orders every thread's workspace atomics before thread 0's fence, and the fence is
+  // cumulative, so one fence (not one per thread) publishes them all before the counter moves.
   __syncthreads();
   if (threadIdx.x == 0) {
+    __threadfence();
     const int prev = atomicAdd(p.counters + tile_id, k1 - k0);
     *flag_smem = (prev + (k1 - k0) == ktiles);
   }
@@ -156,7 +166,7 @@ __device__ __forceinline__ void finish_tile(const typename Op::Acc (&acc)[MF][NF
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = row_base + mf * 16 + (lane >> 2) + 8 * h, col = col_base + nf * 8 + (lane & 3) * 2;
-          if (row < p.M) {
+          if (active && row < p.M) {
             Acc* w = ws + static_cast<long long>(row) * p.N + col;
             const Acc v0 = atomicExch(w, Acc(0)), v1 = atomicExch(w + 1, Acc(0));
             Op::store(p, row, col, v0, v1);

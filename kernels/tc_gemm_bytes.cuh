@@ -64,9 +64,8 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
       if (i + STAGES - 1 < nk) load_stage((i + STAGES - 1) % STAGES, k0 + i + STAGES - 1);
       cp_async_commit();
       const unsigned sa = sbase + (i % STAGES) * STAGE_BYTES, sb = sa + A_BYTES;
-#pragma unroll
-      for (int ks = 0; ks < KT / 32; ++ks) {
-        unsigned a[MF][4], b[NF][2];
+      // fragments of k-step ks + 1 are loaded before the mma of k-step ks (two register buffers)
+      auto load_frags = [&](int ks, unsigned (&a)[MF][4], unsigned (&b)[NF][2]) {
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf) ldsm_a<KT>(sa, wm * WTM + mf * 16, ks, lane, a[mf]);
 #pragma unroll
@@ -74,7 +73,13 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
           const int row = wn * WTN + np * 16 + ((lane >> 4) << 3) + (lane & 7), chunk = ks * 2 + ((lane >> 3) & 1);
           ldsm_x4(sb + swz(row, chunk, KT), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0], b[2 * np + 1][1]);
         }
-        Op::template mma<MF, NF>(acc, a, b);
+      };
+      unsigned a[2][MF][4], b[2][NF][2];
+      load_frags(0, a[0], b[0]);
+#pragma unroll
+      for (int ks = 0; ks < KT / 32; ++ks) {
+        if (ks + 1 < KT / 32) load_frags(ks + 1, a[(ks + 1) & 1], b[(ks + 1) & 1]);
+        Op::template mma<MF, NF>(acc, a[ks & 1], b[ks & 1]);
       }
     }
     cp_async_wait<0>();
@@ -97,8 +102,17 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
   }
 
 // The configurations a byte-GEMM instantiates (BM, BN, WM, WN, STAGES, KT), one set per variant, chosen at compile
-// time (NVRTC option -DTC_V2); kernels/tensorcore.py holds the same table (_VARIANTS) and picks the variant per M.
-#if defined(TC_V2)
+// time (NVRTC option -DTC_V2 / -DTC_V3 / -DTC_V4); kernels/tensorcore.py holds the same table (VARIANTS) and picks the
+// variant per M.
+#if defined(TC_V3) || defined(TC_V4)
+// v3 (v4 differs only in the w4a16 kernel): v2 with one more stage at BM = 16 and 64 (one CTA per SM).
+#define TC_BYTES_ENTRIES(NAME, OP)                 \
+  TC_BYTES_ENTRY(NAME, OP, 16, 128, 1, 8, 4, 256)  \
+  TC_BYTES_ENTRY(NAME, OP, 32, 128, 2, 4, 4, 256)  \
+  TC_BYTES_ENTRY(NAME, OP, 64, 128, 2, 4, 4, 256)  \
+  TC_BYTES_ENTRY(NAME, OP, 128, 128, 2, 4, 3, 256) \
+  TC_BYTES_ENTRY(NAME, OP, 256, 128, 4, 2, 4, 128)
+#elif defined(TC_V2)
 // v2: 8 warps, 256 bytes of K per barrier (BM <= 128), all of M = 256 in one CTA tile (weights streamed once).
 #define TC_BYTES_ENTRIES(NAME, OP)                 \
   TC_BYTES_ENTRY(NAME, OP, 16, 128, 1, 8, 3, 256)  \

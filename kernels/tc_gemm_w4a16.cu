@@ -7,8 +7,9 @@
 //   memory address in the pipelined refill and hit "illegal instruction" on the H200 (compute-sanitizer), so the
 //   weights use plain cp.async.cg;
 // - int4 -> fp16 in registers with the 0x6400 trick: (q & 0x000F000F) | 0x64006400 is the fp16 pair 1024 + q;
-//   subtracting (1024 + z) is exact, then one multiply by the scale (nibbles in the high half of a byte come out as
-//   1024 + 16q and take an exact fma by 1/16 first). Weight (q - z) * s is rounded once to fp16;
+//   subtracting (1024 + z) is exact (nibbles in the high half of a byte come out as 1024 + 16q and take an exact fma
+//   by 1/16 and -(64 + z) instead). Then either one multiply by the scale (the weight (q - z) * s rounded once to
+//   fp16) or, with EPI, none: the mma sums (q - z) * x exactly per k-tile and the fp32 sums take the scale;
 // - the group is the k-tile: one (scale, zero) pair per column per k-tile, packed next to the tile.
 //
 // Layout of one (n-tile nt, k-tile kt) block (tile id nt * ktiles + kt): 2048 words, word ((w*4 + j)*32 + lane)*4 + e
@@ -16,9 +17,9 @@
 // np = e%2 (n-fragments 2np, 2np+1); nibble i = 4*hsel + 2*pp + reg is the weight at column
 // w*32 + (2np+pp)*8 + lane/4, k = ks*16 + reg*8 + (lane%4)*2 + hsel. Scales: 128 half2 (scale, zero) per block,
 // entry (w*8 + lane/4)*4 + nf for column w*32 + nf*8 + lane/4.
-// Entries tc_gemm_w4a16_m<BM>: BM rows per CTA, BN = 128, BK = 128, 4 * WM warps: warp w takes columns (w % 4) * 32
-// (the packed layout's warp) and rows (w / 4) * BM / WM, so with WM = 2 two warps dequantize the same weights for
-// different rows and a BM = 128/256 tile streams the weights once for all of M.
+// Entries tc_gemm_w4a16_m<BM>: BM rows per CTA, BN = 128, BK = 128, 4 * WM * KW warps (see gemm_w4a16): with
+// WM = 2 two warps dequantize the same weights for different rows, so a BM = 128/256 tile streams the weights once
+// for all of M; with KW = 2 two warps split the k-steps of the same columns and rows.
 #include "tc_common.cuh"
 
 namespace tc {
@@ -36,20 +37,38 @@ struct W4Out {
   }
 };
 
-template <int BM, int WM, int STAGES>
+// One thread's B fragments for one 16-byte word (k-steps 2j, 2j+1 of the fragment pair np = e % 2): q - z exactly
+// in fp16 (|q - z| <= 15), times the scale when SCALED (else the scale is applied to the fp32 sums per k-tile).
+template <bool SCALED>
+__device__ __forceinline__ void dequant_pair(unsigned w, const __half2& zlo, const __half2& zhi, const __half2& s,
+                                             unsigned (&b)[2]) {
+  const __half2 sixteenth = __float2half2_rn(0.0625f);
+  const __half2 lo = __hsub2(bits_h2(lop3_and_or(w, 0x000F000Fu, 0x64006400u)), zlo);
+  const __half2 hi = __hfma2(bits_h2(lop3_and_or(w, 0x00F000F0u, 0x64006400u)), sixteenth, zhi);
+  b[0] = h2_bits(SCALED ? __hmul2(lo, s) : lo);
+  b[1] = h2_bits(SCALED ? __hmul2(hi, s) : hi);
+}
+
+// BM rows per CTA, 4 * WM * KW warps: warp w takes columns (w % 4) * 32 (the packed layout's warp), rows
+// ((w / 4) % WM) * BM / WM and the k-steps of k-split group (w / 4) / WM (KW groups split the 8 k-steps of a k-tile;
+// their sums are added through shared memory before the epilogue). EPI: the group's scale multiplies the fp32 sums
+// of each k-tile (one FFMA per accumulator per k-tile) instead of every dequantized weight pair (one HMUL2 each);
+// cheaper while the warp holds few accumulators (BM / WM <= 32).
+template <int BM, int WM, int KW, int STAGES, bool EPI>
 __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, const unsigned char* __restrict__ Bq,
                                            const unsigned char* __restrict__ SZ, const Params& p, int K) {
-  constexpr int NT = 128 * WM, WTM = BM / WM, MF = WTM / 16, NF = 4, ROWB = W4_BK * 2;
-  static_assert(WTM % 16 == 0 && (W4_BLOCK_BYTES / 16) % NT == 0, "bad w4a16 tile");
+  constexpr int NT = 128 * WM * KW, WTM = BM / WM, MF = WTM / 16, NF = 4, ROWB = W4_BK * 2, JW = 4 / KW;
+  static_assert(WTM % 16 == 0 && (W4_BLOCK_BYTES / 16) % NT == 0 && 4 % KW == 0, "bad w4a16 tile");
   constexpr int A_BYTES = BM * ROWB, STAGE_BYTES = A_BYTES + W4_BLOCK_BYTES + W4_SCALE_BYTES;
+  static_assert(KW == 1 || (KW - 1) * 4 * WM * MF * NF * 4 * 32 * 4 <= STAGES * STAGE_BYTES, "k-split scratch");
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int last_flag;
   const unsigned sbase = smem_addr(smem);
-  const int tid = threadIdx.x, lane = tid & 31, warp = (tid >> 5) & 3, wrow = (tid >> 7) * WTM;
+  const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, warp = wid & 3;
+  const int wrow = ((wid >> 2) % WM) * WTM, kgrp = (wid >> 2) / WM;
   const int tiles_n = p.N / W4_BN, ktiles = K / W4_BK, mt = blockIdx.y, m0 = mt * BM;
   const long long a_ld = static_cast<long long>(K) * 2;
   const Range range = streamk_range(tiles_n * ktiles);
-  const __half2 sixteenth = __float2half2_rn(0.0625f);
 
   for (int it = range.begin; it < range.end;) {
     const int nt = it / ktiles, k0 = it % ktiles;
@@ -89,7 +108,12 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, 
       const int stage = i % STAGES;
       const unsigned sa = sbase + stage * STAGE_BYTES;
       const unsigned char* sb = smem + stage * STAGE_BYTES + A_BYTES;
-      const uint4 sz = *reinterpret_cast<const uint4*>(sb + W4_BLOCK_BYTES + (warp * 8 + (lane >> 2)) * 16);
+      const unsigned char* ss = sb + W4_BLOCK_BYTES;
+      uint4 q[JW];
+#pragma unroll
+      for (int jw = 0; jw < JW; ++jw)
+        q[jw] = *reinterpret_cast<const uint4*>(sb + ((warp * 4 + kgrp * JW + jw) * 32 + lane) * 16);
+      const uint4 sz = *reinterpret_cast<const uint4*>(ss + (warp * 8 + (lane >> 2)) * 16);
       const unsigned szw[NF] = {sz.x, sz.y, sz.z, sz.w};
       __half2 scale[NF], zlo[NF], zhi[NF];
 #pragma unroll
@@ -100,67 +124,138 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, 
         zlo[nf] = __hadd2(z, __float2half2_rn(1024.0f));
         zhi[nf] = __hneg2(__hadd2(z, __float2half2_rn(64.0f)));
       }
+      float part[EPI ? MF : 1][NF][4];
+      if constexpr (EPI) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint4 q = *reinterpret_cast<const uint4*>(sb + ((warp * 4 + j) * 32 + lane) * 16);
-        const unsigned qw[4] = {q.x, q.y, q.z, q.w};
+        for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+          for (int nf = 0; nf < NF; ++nf)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) part[mf][nf][e] = 0.0f;
+      }
+      // A fragments one k-step ahead of the mma that uses them
+      unsigned a[2][MF][4];
+#pragma unroll
+      for (int mf = 0; mf < MF; ++mf) ldsm_a<ROWB>(sa, wrow + mf * 16, kgrp * 2 * JW, lane, a[0][mf]);
+#pragma unroll
+      for (int jw = 0; jw < JW; ++jw) {
+        const unsigned qw[4] = {q[jw].x, q[jw].y, q[jw].z, q[jw].w};
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj) {
+          const int step = jw * 2 + jj, ks = kgrp * 2 * JW + step;
+          if (step + 1 < 2 * JW) {
+#pragma unroll
+            for (int mf = 0; mf < MF; ++mf) ldsm_a<ROWB>(sa, wrow + mf * 16, ks + 1, lane, a[(step + 1) & 1][mf]);
+          }
           unsigned b[NF][2];
 #pragma unroll
           for (int np = 0; np < 2; ++np) {
             const unsigned w = qw[jj * 2 + np], w8 = w >> 8;
-            const int fa = 2 * np, fb = 2 * np + 1;
-            const __half2 p0 = bits_h2((w & 0x000F000Fu) | 0x64006400u);
-            const __half2 p1 = bits_h2((w & 0x00F000F0u) | 0x64006400u);
-            const __half2 p2 = bits_h2((w8 & 0x000F000Fu) | 0x64006400u);
-            const __half2 p3 = bits_h2((w8 & 0x00F000F0u) | 0x64006400u);
-            b[fa][0] = h2_bits(__hmul2(__hsub2(p0, zlo[fa]), scale[fa]));
-            b[fa][1] = h2_bits(__hmul2(__hfma2(p1, sixteenth, zhi[fa]), scale[fa]));
-            b[fb][0] = h2_bits(__hmul2(__hsub2(p2, zlo[fb]), scale[fb]));
-            b[fb][1] = h2_bits(__hmul2(__hfma2(p3, sixteenth, zhi[fb]), scale[fb]));
+            dequant_pair<!EPI>(w, zlo[2 * np], zhi[2 * np], scale[2 * np], b[2 * np]);
+            dequant_pair<!EPI>(w8, zlo[2 * np + 1], zhi[2 * np + 1], scale[2 * np + 1], b[2 * np + 1]);
           }
-          const int ks = 2 * j + jj;
+#pragma unroll
+          for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+            for (int nf = 0; nf < NF; ++nf) {
+              if constexpr (EPI) mma_f16(part[mf][nf], a[step & 1][mf], b[nf][0], b[nf][1]);
+              else mma_f16(acc[mf][nf], a[step & 1][mf], b[nf][0], b[nf][1]);
+            }
+        }
+      }
+      if constexpr (EPI) {
+        // accumulator element e sits at column (lane % 4) * 2 + e % 2 of its n-fragment: two scale words per nf
+        const uint4 c0 = *reinterpret_cast<const uint4*>(ss + (warp * 8 + (lane & 3) * 2) * 16);
+        const uint4 c1 = *reinterpret_cast<const uint4*>(ss + (warp * 8 + (lane & 3) * 2 + 1) * 16);
+        const unsigned w0[NF] = {c0.x, c0.y, c0.z, c0.w}, w1[NF] = {c1.x, c1.y, c1.z, c1.w};
+#pragma unroll
+        for (int nf = 0; nf < NF; ++nf) {
+          const float s0 = __low2float(bits_h2(w0[nf])), s1 = __low2float(bits_h2(w1[nf]));
 #pragma unroll
           for (int mf = 0; mf < MF; ++mf) {
-            unsigned a[4];
-            ldsm_a<ROWB>(sa, wrow + mf * 16, ks, lane, a);
-#pragma unroll
-            for (int nf = 0; nf < NF; ++nf) mma_f16(acc[mf][nf], a, b[nf][0], b[nf][1]);
+            acc[mf][nf][0] = fmaf(s0, part[mf][nf][0], acc[mf][nf][0]);
+            acc[mf][nf][1] = fmaf(s1, part[mf][nf][1], acc[mf][nf][1]);
+            acc[mf][nf][2] = fmaf(s0, part[mf][nf][2], acc[mf][nf][2]);
+            acc[mf][nf][3] = fmaf(s1, part[mf][nf][3], acc[mf][nf][3]);
           }
         }
       }
     }
     cp_async_wait<0>();
     __syncthreads();
-    finish_tile<W4Out, MF, NF>(acc, p, m0 + wrow, nt * W4_BN + warp * 32, mt * tiles_n + nt, k0, k1, ktiles, &last_flag);
+    if constexpr (KW > 1) {
+      // k-split groups 1.. hand their sums to group 0 through the (now idle) pipeline buffers
+      constexpr int PER = MF * NF * 4;
+      float* red = reinterpret_cast<float*>(smem);
+      const int slot = wid % (4 * WM);
+      if (kgrp > 0) {
+#pragma unroll
+        for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+          for (int nf = 0; nf < NF; ++nf)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              red[(((kgrp - 1) * 4 * WM + slot) * PER + (mf * NF + nf) * 4 + e) * 32 + lane] = acc[mf][nf][e];
+      }
+      __syncthreads();
+      if (kgrp == 0) {
+#pragma unroll
+        for (int g = 1; g < KW; ++g)
+#pragma unroll
+          for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+            for (int nf = 0; nf < NF; ++nf)
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                acc[mf][nf][e] += red[(((g - 1) * 4 * WM + slot) * PER + (mf * NF + nf) * 4 + e) * 32 + lane];
+      }
+      __syncthreads();  // the next range's prologue refills these buffers
+    }
+    finish_tile<W4Out, MF, NF>(acc, p, m0 + wrow, nt * W4_BN + warp * 32, mt * tiles_n + nt, k0, k1, ktiles,
+                               &last_flag, kgrp == 0);
     it += nk;
   }
 }
 
 }  // namespace tc
 
-// Geometry: grid (CTAs, m-tiles), 128 * WM threads, dynamic shared memory STAGES * (BM*256 + 8192 + 512) bytes.
-#define TC_W4_ENTRY(BM, WM, STAGES)                                                                                  \
-  extern "C" __global__ void __launch_bounds__(128 * WM)                                                             \
+// Geometry: grid (CTAs, m-tiles), 128 * WM * KW threads, dynamic shared memory STAGES * (BM*256 + 8192 + 512) bytes.
+#define TC_W4_ENTRY(BM, WM, KW, STAGES, EPI)                                                                         \
+  extern "C" __global__ void __launch_bounds__(128 * WM * KW)                                                        \
       tc_gemm_w4a16_m##BM(const unsigned char* __restrict__ A, const unsigned char* __restrict__ Bq,                \
                           const unsigned char* __restrict__ SZ, void* out, void* ws, int* counters, int M, int N,    \
                           int K) {                                                                                   \
     const tc::Params p{out, ws, counters, nullptr, nullptr, M, N};                                                   \
-    tc::gemm_w4a16<BM, WM, STAGES>(A, Bq, SZ, p, K);                                                                 \
+    tc::gemm_w4a16<BM, WM, KW, STAGES, (EPI != 0)>(A, Bq, SZ, p, K);                                                 \
   }
 
-// (BM, WM, STAGES) per variant, selected with -DTC_V2; the same table is kernels/tensorcore.py's _VARIANTS.
-#if defined(TC_V2)
+// (BM, WM, KW, STAGES, EPI) per variant, selected with -DTC_V3 / -DTC_V2; the same table is kernels/tensorcore.py's
+// VARIANTS.
+#if defined(TC_V3)
+// v3: the scale on the fp32 sums per k-tile and the k-steps split over two warp groups at small M (twice the warps
+// per SM for the same shared memory).
+TC_W4_ENTRY(16, 1, 2, 6, 1)
+TC_W4_ENTRY(32, 1, 2, 4, 1)
+TC_W4_ENTRY(64, 2, 1, 4, 0)
+TC_W4_ENTRY(128, 2, 1, 4, 0)
+TC_W4_ENTRY(256, 2, 1, 3, 0)
+#elif defined(TC_V4)
+// v4: as v3 without the k-split (one warp group), deeper pipelines, and BM = 64 with two k-split groups of 4 warps.
+TC_W4_ENTRY(16, 1, 1, 8, 1)
+TC_W4_ENTRY(32, 1, 1, 6, 1)
+TC_W4_ENTRY(64, 1, 2, 4, 0)
+TC_W4_ENTRY(128, 2, 1, 4, 0)
+TC_W4_ENTRY(256, 2, 1, 3, 0)
+#elif defined(TC_V2)
 // v2: deeper pipelines at small M (more bytes in flight per CTA); 8 warps and all of M in one tile from M = 64.
-TC_W4_ENTRY(16, 1, 8)
-TC_W4_ENTRY(32, 1, 6)
-TC_W4_ENTRY(64, 2, 4)
-TC_W4_ENTRY(128, 2, 4)
-TC_W4_ENTRY(256, 2, 3)
+TC_W4_ENTRY(16, 1, 1, 8, 0)
+TC_W4_ENTRY(32, 1, 1, 6, 0)
+TC_W4_ENTRY(64, 2, 1, 4, 0)
+TC_W4_ENTRY(128, 2, 1, 4, 0)
+TC_W4_ENTRY(256, 2, 1, 3, 0)
 #else
 // v1: the first, measured configuration (4 warps, BM <= 64: M > 64 runs several m-tiles).
-TC_W4_ENTRY(16, 1, 4)
-TC_W4_ENTRY(32, 1, 4)
-TC_W4_ENTRY(64, 1, 4)
+TC_W4_ENTRY(16, 1, 1, 4, 0)
+TC_W4_ENTRY(32, 1, 1, 4, 0)
+TC_W4_ENTRY(64, 1, 1, 4, 0)
 #endif

@@ -1,5 +1,8 @@
 """Tensor-core GEMM kernels for batch 16-256 (mma.sync, stream-K): registry entries and their runners.
 
+They run any M from 1 (rows past M are zero-filled in shared memory, so M < 16 costs what M = 16 does); the
+dispatcher prefers them from M = 16 unless measurements say otherwise.
+
 Kernels (kernels/tc_*.cu), all y[M, N] = x[M, K] . W[N, K]^T:
 - tc_bf16 / tc_fp16: 16-bit weights and activations, canonical row-major W (no reorder).
 - tc_w4a16: int4 weights (G = 128, fp16 scale and fp16 zero per group) reordered by kernels.pack_tc, fp16 x.
@@ -25,14 +28,17 @@ from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 
 _GEOMETRY = ("BM x 128 outputs per CTA, BM and the variant (v1: 4 warps, 128-byte k-tiles; v2: 8 warps, 256-byte "
-             "k-tiles, all of M in one tile up to 256) chosen per M by tensorcore.SELECT; {stages}-stage cp.async "
+             "k-tiles, all of M in one tile up to 256; v3/v4: v2 with a 4th stage at BM 16/64, w4a16 with the scale on "
+             "the fp32 sums and the k-steps split over 2 warp groups) chosen per M by tensorcore.SELECT; "
+             "{stages}-stage cp.async "
              "pipeline; persistent stream-K grid over (n-tile, k-tile) x m-tiles, split tiles summed in a 32-bit "
              "workspace by the last CTA")
 
 
 def _spec(name: str, scheme: str, source: str, entry: str, notes: str, stages: str = "3-8") -> KernelSpec:
     return KernelSpec(name=name, scheme=scheme, backend="nvrtc", role="optimized",
-                      runner="kernels.tensorcore:make_runner", m_min=16, m_max=256, min_cc=80, source=source,
+                      runner="kernels.tensorcore:make_runner", m_min=1, m_max=256, prefer_from=16, min_cc=80,
+                      source=source,
                       entry=entry,
                       geometry=_GEOMETRY.format(stages=stages), notes=notes)
 
@@ -80,6 +86,8 @@ class Variant:
     w4_tiles: dict[int, Tile]  # w4a16 (tc_gemm_w4a16.cu)
 
 
+_V3_BYTES = {16: Tile(16, 8, 4, 256), 32: Tile(32, 8, 4, 256), 64: Tile(64, 8, 4, 256), 128: Tile(128, 8, 3, 256),
+             256: Tile(256, 8, 4, 128)}
 VARIANTS: dict[str, Variant] = {
     # the first, measured configuration: 4 warps, 128 bytes of K per barrier, w4a16 BM <= 64
     "v1": Variant((), {16: Tile(16, 4, 4), 32: Tile(32, 4, 4), 64: Tile(64, 4, 4), 128: Tile(128, 4, 3)},
@@ -90,17 +98,29 @@ VARIANTS: dict[str, Variant] = {
                    128: Tile(128, 8, 3, 256), 256: Tile(256, 8, 4, 128)},
                   {16: Tile(16, 4, 8), 32: Tile(32, 4, 6), 64: Tile(64, 8, 4), 128: Tile(128, 8, 4),
                    256: Tile(256, 8, 3)}),
+    # v2 with one more stage at BM 16 and 64; w4a16: scale on the fp32 sums per k-tile and the k-steps split over
+    # two warp groups (8 warps) at BM <= 32
+    "v3": Variant(("-DTC_V3",), _V3_BYTES,
+                  {16: Tile(16, 8, 6), 32: Tile(32, 8, 4), 64: Tile(64, 8, 4), 128: Tile(128, 8, 4),
+                   256: Tile(256, 8, 3)}),
+    # v3's byte GEMMs; w4a16: scale on the sums without the k-split (4 warps, deeper pipelines) at BM <= 32, the
+    # k-split (two groups of 4 warps over the same 64 rows) at BM = 64
+    "v4": Variant(("-DTC_V4",), _V3_BYTES,
+                  {16: Tile(16, 4, 8), 32: Tile(32, 4, 6), 64: Tile(64, 8, 4), 128: Tile(128, 8, 4),
+                   256: Tile(256, 8, 3)}),
 }
 
 # The selection table: scheme -> ((largest M, variant), ...) in increasing M; edited from measurements only
 # (docs/kernels-tensorcore.md). A variant whose k-tile does not divide K falls back to v1.
-# H200 measurement in docs/kernels-tensorcore.md: the faster variant summed over 22016x4096 and 4096x11008.
-# fp16 was not benchmarked; it shares bf16's mainloop and follows bf16's choice.
+# H200 (bench/bench_tensorcore.py, 2026-12-02): the faster variant summed over 22016x4096 and 4096x11008; v3's extra
+# stage wins at BM = 16 for the byte GEMMs and loses at 64; w4a16: v2 below 16 rows, v3's k-split at 16, v4 at 32,
+# v2 (= v3 = v4 there) to 128, v1's four 64-row tiles at 256. fp8 was not re-measured with v3 (kept as before);
+# fp16 shares bf16's mainloop and follows bf16's choice (unmeasured).
 SELECT: dict[str, tuple[tuple[int, str], ...]] = {
-    "bf16": ((256, "v2"),),
-    "fp16": ((256, "v2"),),
-    "w4a16": ((128, "v2"), (256, "v1")),
-    "w8a8": ((128, "v2"), (256, "v1")),
+    "bf16": ((16, "v3"), (256, "v2")),
+    "fp16": ((16, "v3"), (256, "v2")),
+    "w4a16": ((8, "v2"), (16, "v3"), (32, "v4"), (128, "v2"), (256, "v1")),
+    "w8a8": ((16, "v3"), (128, "v2"), (256, "v1")),
     "fp8": ((32, "v1"), (256, "v2")),
 }
 

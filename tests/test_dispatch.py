@@ -28,6 +28,15 @@ def test_range_rule_prefers_the_most_specialized_kernel():
     assert dispatch.best_kernel("w4a16", 300, specs=SPECS) is None  # reference kernels are never chosen
 
 
+def test_range_rule_follows_prefer_from_for_kernels_that_run_every_batch():
+    wide = (SPECS[0], KernelSpec("t1", "w4a16", "nvrtc", "optimized", "x:y", m_min=1, m_max=256, prefer_from=16))
+    assert [dispatch.best_kernel("w4a16", m, specs=wide).name for m in (1, 15, 16, 200)] == ["g", "g", "t1", "t1"]
+    assert [r["kernel"] for r in dispatch.dispatch_table(["w4a16"], [4, 16], specs=wide)] == ["g", "t1"]
+    # a measurement at M = 4 overrides the preference
+    meas = _rows([("g", 4, 4096, 4096, 9e-6), ("t1", 4, 4096, 4096, 7e-6)])
+    assert dispatch.best_kernel("w4a16", 4, meas, specs=wide).name == "t1"
+
+
 def test_compute_capability_filters():
     assert dispatch.best_kernel("fp8", 32, cc=80, specs=SPECS) is None
     assert dispatch.best_kernel("fp8", 32, cc=90, specs=SPECS).name == "t90"

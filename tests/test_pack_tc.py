@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -84,37 +85,43 @@ def test_select_table_names_known_variants_and_falls_back_on_k():
 
 
 def _cu_tables(name: str, macro: str) -> dict[str, list[tuple[int, ...]]]:
-    """The entry tables of a .cu / .cuh per variant: {"v2": [...], "v1": [...]} from its #if defined(TC_V2) block."""
+    """Entry tables of a .cu / .cuh per variant, from its #if defined(TC_Vn) [|| ...] / #elif / #else (= v1) chain."""
     text = (Path(tensorcore.__file__).parent / name).read_text()
-    block = text[text.index("#if defined(TC_V2)"):]
-    v2, v1 = block.split("#else", 1)
-    v1 = v1.split("#endif", 1)[0]
-
-    def rows(part: str) -> list[tuple[int, ...]]:
-        out = []
-        for line in part.splitlines():
-            line = line.strip()
-            if line.startswith(macro + "("):
-                args = line[len(macro) + 1:line.index(")")].split(",")
-                out.append(tuple(int(a) for a in args if a.strip().isdigit()))
-        return out
-
-    return {"v2": rows(v2), "v1": rows(v1)}
+    lines = text[text.index("#if defined(TC_V"):].splitlines()
+    tables: dict[str, list[tuple[int, ...]]] = {}
+    current: list[str] = []
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith(("#if defined(TC_V", "#elif defined(TC_V")):
+            current = re.findall(r"TC_(V\d+)", line)
+            current = [v.lower() for v in current]
+        elif line.startswith("#else"):
+            current = ["v1"]
+        elif line.startswith("#endif"):
+            break
+        elif line.startswith(macro + "("):
+            args = line[len(macro) + 1:line.index(")")].split(",")
+            row = tuple(int(a) for a in args if a.strip().isdigit())
+            for v in current:
+                tables.setdefault(v, []).append(row)
+    return tables
 
 
 def test_python_variant_table_matches_the_cuda_entries():
     byte_rows = _cu_tables("tc_gemm_bytes.cuh", "TC_BYTES_ENTRY")  # (BM, BN, WM, WN, STAGES, KT)
-    w4_rows = _cu_tables("tc_gemm_w4a16.cu", "TC_W4_ENTRY")  # (BM, WM, STAGES)
+    w4_rows = _cu_tables("tc_gemm_w4a16.cu", "TC_W4_ENTRY")  # (BM, WM, KW, STAGES, EPI)
+    assert sorted(byte_rows) == sorted(w4_rows) == sorted(tensorcore.VARIANTS)
     for name, var in tensorcore.VARIANTS.items():
         assert all(r[1] == tensorcore.BN for r in byte_rows[name])
         assert sorted((r[0], 32 * r[2] * r[3], r[4], r[5]) for r in byte_rows[name]) == sorted(
             (t.bm, 32 * t.warps, t.stages, t.kt) for t in var.byte_tiles.values())
-        assert sorted((r[0], 4 * r[1], r[2]) for r in w4_rows[name]) == sorted(
+        assert sorted((r[0], 4 * r[1] * r[2], r[3]) for r in w4_rows[name]) == sorted(
             (t.bm, t.warps, t.stages) for t in var.w4_tiles.values())
 
 
+@pytest.mark.parametrize("variant", [v for v in tensorcore.VARIANTS if v != "v1"])
 @pytest.mark.parametrize("source", ["tc_gemm_f16.cu", "tc_gemm_w8a8.cu", "tc_gemm_fp8.cu", "tc_gemm_w4a16.cu"])
-def test_v2_entries_compile(source):
+def test_variant_entries_compile(source, variant):
     from kernels import compile_check
 
     try:
@@ -124,7 +131,7 @@ def test_v2_entries_compile(source):
     if compile_check.cuda_include_dir() is None:
         pytest.skip("no CUDA headers")
     path = Path(tensorcore.__file__).parent / source
-    r = compile_check.compile_source(path, "sm_90", tensorcore.VARIANTS["v2"].options)
+    r = compile_check.compile_source(path, "sm_90", tensorcore.VARIANTS[variant].options)
     assert r.ok, r.log
 
 
@@ -137,7 +144,8 @@ def test_grid_never_exceeds_the_iterations():
 def test_runner_refuses_bad_shapes(spec):
     runner = tensorcore.make_runner(spec)
     runner.check(16, 4096, 4096)
-    for M, N, K in ((8, 4096, 4096), (257, 4096, 4096), (16, 4000, 4096), (16, 4096, 4000), (16, 0, 4096)):
+    runner.check(1, 4096, 4096)  # any M from 1: rows past M are zero-filled
+    for M, N, K in ((0, 4096, 4096), (257, 4096, 4096), (16, 4000, 4096), (16, 4096, 4000), (16, 0, 4096)):
         with pytest.raises(InputError):
             runner.check(M, N, K)
 
@@ -146,4 +154,4 @@ def test_specs_are_registered():
     names = {s.name for s in registry.specs()}
     assert {s.name for s in tensorcore.SPECS} <= names
     fp8 = registry.get("tc_fp8")
-    assert "NOT native" in fp8.notes and fp8.m_min == 16 and fp8.m_max == 256
+    assert "NOT native" in fp8.notes and fp8.m_min == 1 and fp8.prefer_from == 16 and fp8.m_max == 256

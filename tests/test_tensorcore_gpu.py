@@ -16,8 +16,9 @@ from kernels.tensorcore import VARIANTS
 pytestmark = pytest.mark.gpu
 
 KERNELS = ("tc_bf16", "tc_fp16", "tc_w4a16", "tc_w8a8", "tc_fp8")
-# every BM of every variant (16..256) plus partial tiles (17, 100, 200); shapes alternate so both are covered
-BATCHES = ((16, (22016, 4096)), (17, (4096, 11008)), (32, (4096, 11008)), (64, (22016, 4096)),
+# every BM of every variant (16..256), M below one tile (1, 5) and partial tiles (17, 100, 200); shapes alternate
+BATCHES = ((1, (4096, 11008)), (5, (22016, 4096)), (16, (22016, 4096)), (17, (4096, 11008)),
+           (32, (4096, 11008)), (64, (22016, 4096)),
            (100, (4096, 11008)), (128, (12288, 4096)), (200, (4096, 4096)), (256, (22016, 4096)))
 # ||y - ref|| / ||ref||: the output's own rounding (bf16 2^-9, fp16 2^-11 relative) dominates
 TOLERANCE = {"tc_bf16": 6e-3, "tc_fp16": 2e-3, "tc_w4a16": 2e-3, "tc_w8a8": 2e-3, "tc_fp8": 2e-3}
@@ -58,6 +59,6 @@ def test_refuses_bad_shapes(cupy, name):
     from models.errors import InputError
 
     runner = registry.runner(name)
-    for M, N, K in ((8, 4096, 4096), (300, 4096, 4096), (16, 4000, 4096), (16, 4096, 4000)):
+    for M, N, K in ((0, 4096, 4096), (300, 4096, 4096), (16, 4000, 4096), (16, 4096, 4000)):
         with pytest.raises(InputError):
             runner.make(M, N, K, seed=0, reference=False)
