@@ -211,3 +211,13 @@ def test_lost_cuda_context_aborts_keeping_points(tmp_path):
                   log=lambda m: None)
     assert len(store.load_measurements(out)) == 1
     assert main(["profile", "--exclude", "nope"]) == 2
+
+
+def test_git_commit_prefers_the_named_commit(monkeypatch, tmp_path):
+    from workbench.environment import git_commit
+
+    monkeypatch.setenv("WORKBENCH_GIT_COMMIT", "abc123")
+    assert git_commit() == "abc123"  # a device copy's .git can lag its files: the named commit wins
+    monkeypatch.delenv("WORKBENCH_GIT_COMMIT")
+    assert git_commit(tmp_path) == "unknown"  # no repository there
+    assert git_commit() not in ("", "abc123")

@@ -43,17 +43,24 @@ class Environment:
 
 
 def git_commit(root: Path = REPO_ROOT) -> str:
-    """HEAD of the repo (with "-dirty" for local changes); WORKBENCH_GIT_COMMIT when there is no .git (device copy)."""
-    env = os.environ.get("WORKBENCH_GIT_COMMIT", "")
+    """WORKBENCH_GIT_COMMIT when set, else HEAD of the repo (with "-dirty" for local changes).
+
+    The variable wins because a copy of the working tree sent to a GPU machine can carry a .git that lags the files
+    (seen on the device machine: HEAD at the session's first commit, the tree at a later one, read as "-dirty");
+    bench/record_h200.sh is run with the commit whose tree it was sent.
+    """
+    env = os.environ.get("WORKBENCH_GIT_COMMIT", "").strip()
+    if env:
+        return env
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
         if head.returncode != 0:
-            return env or "unknown"
+            return "unknown"
         status = ["git", "status", "--porcelain", "--untracked-files=no"]
         dirty = subprocess.run(status, cwd=root, capture_output=True, text=True, timeout=5)
         return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
-        return env or "unknown"
+        return "unknown"
 
 
 def gpu_key_for(name: str) -> str:
