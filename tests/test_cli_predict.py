@@ -88,9 +88,14 @@ def test_bad_input_gives_one_line_and_exit_2(capsys, tmp_path, args, message):
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_csv_into_a_missing_folder_fails_cleanly(capsys, tmp_path):
-    code, _, err = run(capsys, "predict", "--batch", "1", "--csv", str(tmp_path / "nope" / "x.csv"))
-    assert code == 2 and "does not exist" in err and "Traceback" not in err
+def test_csv_into_a_missing_folder_is_created_and_bad_paths_fail_cleanly(capsys, tmp_path):
+    code, _, _ = run(capsys, "predict", "--batch", "1", "--csv", str(tmp_path / "new" / "x.csv"))
+    assert code == 0 and (tmp_path / "new" / "x.csv").stat().st_size > 0  # like export and profile --out
+    (tmp_path / "afile").write_text("")
+    code, _, err = run(capsys, "predict", "--batch", "1", "--csv", str(tmp_path / "afile" / "x.csv"))
+    assert code == 2 and "cannot write" in err and err.count("\n") == 1 and "Traceback" not in err
+    code, _, err = run(capsys, "predict", "--batch", "1", "--csv", str(tmp_path))
+    assert code == 2 and "it is a folder" in err
 
 
 def test_python_m_workbench_subprocess():

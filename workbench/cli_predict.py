@@ -85,14 +85,17 @@ def _calibrations(tier: str, data_dir: Path | None, gpu_keys: list[str]) -> dict
 
 
 def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
-    """Write to a temporary file beside `path`, then rename: never a half-written CSV."""
+    """Write to a temporary file beside `path`, then rename: never a half-written CSV. A missing folder is created,
+    as `workbench export` and `workbench profile --out` do."""
     from workbench.store import atomic_write_bytes
 
     path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"cannot write {path}: folder {folder} does not exist")
-    atomic_write_bytes(path, frame.to_csv(index=False).encode())
+    if path.is_dir():
+        raise InputError(f"cannot write {path}: it is a folder; give a file name ending in .csv")
+    try:
+        atomic_write_bytes(path, frame.to_csv(index=False).encode())
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], shape: str | None,
