@@ -229,8 +229,8 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, 
     tc::gemm_w4a16<BM, WM, KW, STAGES, (EPI != 0)>(A, Bq, SZ, p, K);                                                 \
   }
 
-// (BM, WM, KW, STAGES, EPI) per variant, selected with -DTC_V3 / -DTC_V2; the same table is kernels/tensorcore.py's
-// VARIANTS.
+// (BM, WM, KW, STAGES, EPI) per variant, selected with -DTC_V2 / -DTC_V3 / -DTC_V4 (none: v1); the same table is
+// kernels/tensorcore.py's VARIANTS.
 #if defined(TC_V3)
 // v3: the scale on the fp32 sums per k-tile and the k-steps split over two warp groups at small M (twice the warps
 // per SM for the same shared memory).
