@@ -11,21 +11,12 @@ timeout 220 python3 bench/bench_tensorcore.py --out $OUT/w4 --kernels tc_w4a16 -
   --batches ${W4_BATCHES:-1,4,16,32,64,128} --samples 8 > $OUT/w4.log 2>&1; echo "w4 rc=$?"
 timeout 200 python3 bench/bench_tensorcore.py --out $OUT/bytes --kernels ${BYTE_KERNELS:-tc_bf16,tc_w8a8} \
   --variants v1,v2,v3 --batches 16,32,64,128,256 --samples 8 > $OUT/bytes.log 2>&1; echo "bytes rc=$?"
-mkdir -p $OUT/ncu
-prof() { tag=$1; shift; re=$1; shift
-  timeout 60 ncu --clock-control none --set full --import-source no -k "regex:$re" -s 1 -c 1 -o $OUT/ncu/$tag \
-    python3 bench/ncu_probe.py "$@" > $OUT/ncu/$tag.log 2>&1
-  ncu --import $OUT/ncu/$tag.ncu-rep --page details --print-units base > $OUT/ncu/$tag.txt 2>&1
-  ncu --import $OUT/ncu/$tag.ncu-rep --page source --csv --print-source sass > $OUT/ncu/$tag.sass.csv 2>/dev/null
-  rm -f $OUT/ncu/$tag.ncu-rep; echo "ncu $tag done"
-}
-prof tcw4_m16_v3 tc_gemm_w4a16 tc_w4a16 16 22016 4096 v3
-prof tcw4_m16_v4 tc_gemm_w4a16 tc_w4a16 16 22016 4096 v4
-prof tcw4_m16_v2 tc_gemm_w4a16 tc_w4a16 16 22016 4096 v2
-prof w4gemv_m1 gemv_w4a16 w4a16_gemv 1 22016 4096
-prof tcbf16_m16_v3 tc_gemm_bf16 tc_bf16 16 22016 4096 v3
+for t in "tcw4_m16_v3 tc_gemm_w4a16 tc_w4a16 16 22016 4096 v3" "tcw4_m16_v4 tc_gemm_w4a16 tc_w4a16 16 22016 4096 v4" \
+         "tcw4_m16_v2 tc_gemm_w4a16 tc_w4a16 16 22016 4096 v2" "w4gemv_m1 gemv_w4a16 w4a16_gemv 1 22016 4096" \
+         "tcbf16_m16_v3 tc_gemm_bf16 tc_bf16 16 22016 4096 v3"; do
+  bash bench/ncu_probe.sh $t  # word-split on purpose: TAG REGEX KERNEL M N K VARIANT
+done
 (cd $OUT && tar czf ncu.tgz ncu && rm -rf ncu && cp w4/bench_tensorcore.csv tc_w4.csv; cp bytes/bench_tensorcore.csv tc_bytes.csv; rm -rf w4/*.csv bytes/*.csv)
-grep -h "^|" $OUT/w4.log $OUT/bytes.log | grep -v "cublas" | head -0
 python3 - <<'PY'
 import csv, os
 for f in ("tc_w4.csv", "tc_bytes.csv"):
