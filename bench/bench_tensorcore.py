@@ -7,6 +7,8 @@ events; the per-launch time is the median over >= 10 samples. Bytes and FLOPs co
 
     PYTHONPATH=. python bench/bench_tensorcore.py --out $OUT [--shapes 22016x4096,4096x11008] [--batches 16,32]
         [--variants v1,v2]   (default: the SELECT table's choice per M, reported as its variant name)
+        [--wg-tiles 2x4x128,1x8x128]   (wgmma kernels wg_*: warpgroups x stages x k-tile bytes forced at every M;
+                                        default: kernels.wgmma.WG_TILES) [--wg-options -DFOO]
 """
 
 from __future__ import annotations
@@ -107,11 +109,15 @@ def bench_cublas(M: int, N: int, K: int, l2: int, samples: int) -> list[float]:
 
 
 def bench_kernel(name: str, M: int, N: int, K: int, l2: int, samples: int, per_sm: int | None,
-                 variant: str | None = None) -> tuple:
-    from kernels import registry, tensorcore
+                 variant=None, wg_options: tuple[str, ...] = ()) -> tuple:
+    """variant: a tensorcore.VARIANTS name for tc_* kernels, a wgmma.WgTile (or None) for wg_* kernels."""
+    from kernels import registry, tensorcore, wgmma
 
     spec = registry.get(name)
-    runner = tensorcore.make_runner(spec, per_sm, variant)
+    if spec.runner == "kernels.wgmma:make_runner":
+        runner = wgmma.make_runner(spec, per_sm, variant, wg_options)
+    else:
+        runner = tensorcore.make_runner(spec, per_sm, variant)
     runner.check(M, N, K)
     first = runner.make(M, N, K, seed=1, reference=False)
     problems = [first] + [runner.make(M, N, K, seed=2 + i, reference=False)
@@ -146,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--per-sm", default="", help="comma list of CTAs-per-SM overrides to sweep (default: auto)")
     ap.add_argument("--variants", default="", help="comma list of tensorcore.VARIANTS to compare (default: SELECT)")
+    ap.add_argument("--wg-tiles", default="", help="comma list of WGxSTAGESxKT tiles for wg_* kernels, '-' = default")
+    ap.add_argument("--wg-options", default="", help="space-separated NVRTC options for the wg_* kernels")
     args = ap.parse_args(argv)
 
     from kernels import registry
@@ -155,6 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {gpu}: {sms} SMs, L2 {l2 / 2**20:.0f} MiB", flush=True)
     per_sms: list[int | None] = [int(v) for v in args.per_sm.split(",") if v] or [None]
     variants: list[str | None] = [v for v in args.variants.split(",") if v] or [None]
+    from kernels import wgmma
+
+    wg_tiles = [None if t == "-" else wgmma.WgTile(*(int(v) for v in t.split("x")))
+                for t in args.wg_tiles.split(",") if t] or [None]
+    wg_options = tuple(args.wg_options.split())
     rows = []
     for shape in args.shapes.split(","):
         N, K = (int(v) for v in shape.lower().split("x"))
@@ -169,9 +182,10 @@ def main(argv: list[str] | None = None) -> int:
             for name in args.kernels.split(","):
                 scheme = registry.get(name).scheme
                 tr = traffic(get_scheme(scheme, **SCHEME_PARAMS.get(scheme, {})), M, N, K)
-                for ps, var in ((p, v) for p in per_sms for v in variants):
+                options = wg_tiles if name.startswith("wg_") else variants
+                for ps, var in ((p, v) for p in per_sms for v in options):
                     try:
-                        t, launch, sets, cfg = bench_kernel(name, M, N, K, l2, args.samples, ps, var)
+                        t, launch, sets, cfg = bench_kernel(name, M, N, K, l2, args.samples, ps, var, wg_options)
                     except Exception as exc:  # a failing kernel is reported, the sweep goes on
                         print(f"FAILED {name} {var} M={M} {shape}: {type(exc).__name__}: {exc}", file=sys.stderr)
                         continue

@@ -5,6 +5,9 @@ CuPy also caches compiled cubins on disk (~/.cupy/kernel_cache), so a second run
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -38,3 +41,40 @@ def module(name: str, extra_options: tuple[str, ...] = ()) -> Any:
 def function(name: str, entry: str, extra_options: tuple[str, ...] = ()) -> Any:
     """A compiled kernel function: kernels/<name>, extern "C" entry point <entry>."""
     return module(name, extra_options).get_function(entry)
+
+
+def _cubin_cache_dir() -> Path:
+    return Path(os.environ.get("WORKBENCH_CUBIN_CACHE", Path.home() / ".cache" / "roofline-workbench" / "cubin"))
+
+
+@cache
+def arch_function(name: str, expression: str, arch: str, extra_options: tuple[str, ...] = ()) -> Any:
+    """Template instance `expression` of kernels/<name>, compiled for an architecture-specific target (sm_90a, which
+    wgmma needs and CuPy's own NVRTC call does not name) by kernels.nvrtc, and loaded into CuPy from the cubin.
+
+    Cubins are cached on disk by a hash of the source, every header of kernels/, the options and the expression.
+    """
+    import cupy
+
+    from kernels import nvrtc
+
+    include = nvrtc.include_dir()
+    opts = (f"--gpu-architecture={arch}",) + NVRTC_OPTIONS + ((f"-I{include}",) if include else ()) + extra_options
+    source = source_path(name).read_bytes()
+    key = hashlib.sha256(source)
+    for header in sorted(KERNEL_DIR.glob("*.cuh")):
+        key.update(header.read_bytes())
+    key.update("\0".join(opts + (expression,)).encode())
+    folder = _cubin_cache_dir()
+    cubin, meta = folder / f"{key.hexdigest()[:24]}.cubin", folder / f"{key.hexdigest()[:24]}.json"
+    if not (cubin.is_file() and meta.is_file()):
+        result = nvrtc.compile_cubin(source, name, opts, (expression,))
+        if not result.ok:
+            raise RuntimeError(f"NVRTC could not compile {expression} of {name} for {arch}:\n{result.log}")
+        folder.mkdir(parents=True, exist_ok=True)
+        for path, data in ((cubin, result.cubin), (meta, json.dumps(result.lowered).encode())):
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+    lowered = json.loads(meta.read_text())[expression]
+    return cupy.RawModule(path=str(cubin)).get_function(lowered)

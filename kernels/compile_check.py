@@ -1,27 +1,22 @@
 """Compile every kernels/*.cu for sm_80 and sm_90 with NVRTC, on a machine without a GPU (CI).
 
-NVRTC is called directly through ctypes (libnvrtc from the `nvidia-cuda-nvrtc` pip package, a CUDA toolkit, or
-$CUDA_HOME), so neither CuPy nor cuda-bindings is needed. CUDA headers (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h) come from
-the first include directory found among: $CUDA_HOME/include, $CUDA_PATH/include, the nvidia-* pip packages'
-include folders (e.g. nvidia-cuda-runtime's), /usr/local/cuda/include.
+NVRTC is called directly through ctypes (kernels.nvrtc: where the library and the CUDA headers are looked for), so
+neither CuPy nor cuda-bindings is needed.
 
-Per-file convention: a line `// arch: sm_90` (comma- or space-separated list) among the first five lines restricts
-the architectures that file is compiled for (for kernels that need sm_90-only features); without it, every
-architecture of the check is used. A line `// nvrtc-options: -DFOO=1 ...` adds options. The options are those of
-kernels.build (so what compiles here is what CuPy compiles on the GPU).
+Per-file convention: a line `// arch: sm_90a` (comma- or space-separated list) among the first five lines replaces
+the architectures that file is compiled for (for kernels that need sm_90-only features, or the sm_90a target of
+wgmma); without it, every architecture of the check is used. A line `// nvrtc-options: -DFOO=1 ...` adds options.
+The options are those of kernels.build (so what compiles here is what CuPy compiles on the GPU).
 """
 
 from __future__ import annotations
 
 import ctypes
-import glob
-import os
 import re
-import sys
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
+from kernels import nvrtc
 from kernels.build import KERNEL_DIR, NVRTC_OPTIONS, cu_sources
 
 DEFAULT_ARCHS = ("sm_80", "sm_90")
@@ -38,45 +33,12 @@ class CompileResult:
     log: str
 
 
-def _site_dirs() -> list[Path]:
-    dirs = []
-    for p in sys.path:
-        d = Path(p) / "nvidia"
-        if d.is_dir():
-            dirs.append(d)
-    return dirs
-
-
-@cache
 def nvrtc_library() -> ctypes.CDLL:
-    candidates: list[str] = []
-    for d in _site_dirs():
-        candidates += sorted(glob.glob(str(d / "*" / "lib" / "libnvrtc.so*")))
-        candidates += sorted(glob.glob(str(d / "*" / "bin" / "nvrtc64_*.dll")))
-    for env in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(env):
-            candidates += sorted(glob.glob(os.path.join(os.environ[env], "lib64", "libnvrtc.so*")))
-    candidates += sorted(glob.glob("/usr/local/cuda/lib64/libnvrtc.so*")) + ["libnvrtc.so"]
-    for c in candidates:
-        if "builtins" in c:
-            continue
-        try:
-            return ctypes.CDLL(c)
-        except OSError:
-            continue
-    raise RuntimeError("no NVRTC library found: pip install nvidia-cuda-nvrtc, or set CUDA_HOME")
+    return nvrtc.library()
 
 
-@cache
 def cuda_include_dir() -> str | None:
-    candidates = [os.path.join(os.environ[e], "include") for e in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(e)]
-    for d in _site_dirs():
-        candidates += sorted(glob.glob(str(d / "*" / "include")))
-    candidates.append("/usr/local/cuda/include")
-    for c in candidates:
-        if os.path.isfile(os.path.join(c, "cuda_fp16.h")):
-            return c
-    return None
+    return nvrtc.include_dir()
 
 
 def file_directives(path: Path) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
@@ -91,38 +53,30 @@ def file_directives(path: Path) -> tuple[tuple[str, ...] | None, tuple[str, ...]
     return archs, opts
 
 
-def compile_source(path: Path, arch: str, extra_options: tuple[str, ...] = ()) -> CompileResult:
+def compile_source(path: Path, arch: str, extra_options: tuple[str, ...] = (),
+                   name_expressions: tuple[str, ...] = ()) -> CompileResult:
     """Compile one file to a cubin for `arch` ("sm_90"); never raises for a compile error (ok=False, log)."""
-    lib = nvrtc_library()
-    include = cuda_include_dir()
+    include = nvrtc.include_dir()
     opts = (f"--gpu-architecture={arch}",) + NVRTC_OPTIONS + ((f"-I{include}",) if include else ()) + extra_options
-    prog = ctypes.c_void_p()
-    src = path.read_bytes()
-    rc = lib.nvrtcCreateProgram(ctypes.byref(prog), src, path.name.encode(), 0, None, None)
-    if rc:
-        return CompileResult(path.name, arch, opts, False, f"nvrtcCreateProgram failed with code {rc}")
-    try:
-        arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
-        rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
-        size = ctypes.c_size_t()
-        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-        buf = ctypes.create_string_buffer(max(size.value, 1))
-        lib.nvrtcGetProgramLog(prog, buf)
-        log = buf.value.decode(errors="replace")
-        if include is None and rc:
-            log += "\n(no CUDA include directory found: install nvidia-cuda-runtime or set CUDA_HOME)"
-        return CompileResult(path.name, arch, opts, rc == 0, log)
-    finally:
-        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    r = nvrtc.compile_cubin(path.read_bytes(), path.name, opts, name_expressions)
+    log = r.log
+    if include is None and not r.ok:
+        log += "\n(no CUDA include directory found: install nvidia-cuda-runtime or set CUDA_HOME)"
+    return CompileResult(path.name, arch, opts, r.ok, log)
+
+
+def targets(path: Path, archs: tuple[str, ...] = DEFAULT_ARCHS) -> tuple[str, ...]:
+    """The architectures a file is checked for: its `// arch:` list when it has one (which may name targets outside
+    the default list, such as sm_90a), else `archs`."""
+    file_archs, _ = file_directives(path)
+    return archs if file_archs is None else file_archs
 
 
 def check_all(archs: tuple[str, ...] = DEFAULT_ARCHS, extra_options: tuple[str, ...] = ()) -> list[CompileResult]:
     results = []
     for path in cu_sources():
-        file_archs, file_opts = file_directives(path)
-        for arch in archs:
-            if file_archs is not None and arch not in file_archs:
-                continue
+        _, file_opts = file_directives(path)
+        for arch in targets(path, archs):
             results.append(compile_source(path, arch, file_opts + extra_options))
     return results
 

@@ -16,6 +16,7 @@ from models.errors import InputError, unknown
 PROVIDERS = (
     "kernels.gemv",  # GEMV-class kernels, batch 1-16 (and the chapter's reference kernels)
     "kernels.tensorcore",  # mma.sync GEMM kernels, batch 16-256
+    "kernels.wgmma",  # wgmma GEMM kernels (sm_90a: H100 / H200 only), batch 16-256
     "kernels.peers",  # cuBLAS through CuPy, torch's kernels
 )
 
@@ -31,13 +32,14 @@ class KernelSpec:
     m_max: int = 16
     prefer_from: int | None = None  # without measurements, the dispatcher prefers it from this batch (m_min)
     min_cc: int = 80  # 80 = sm_80
+    max_cc: int | None = None  # architecture-specific code (sm_90a: 90) runs on that compute capability only
     source: str | None = None  # file name in kernels/, for nvrtc kernels
     entry: str | None = None  # extern "C" __global__ name
     geometry: str = ""  # launch geometry in words (block, grid, split-K, ...)
     notes: str = ""  # e.g. "fp8 weights converted to fp16; e4m3 mma is emulated on sm_90"
 
     def supports(self, M: int, cc: int | None = None) -> bool:
-        return self.m_min <= M <= self.m_max and (cc is None or cc >= self.min_cc)
+        return self.m_min <= M <= self.m_max and (cc is None or self.min_cc <= cc <= (self.max_cc or cc))
 
 
 @dataclass

@@ -134,6 +134,7 @@ class TileConfig:
     threads: int = 128
     kt: int = 128
     variant: str = "v1"
+    bn: int = BN  # output channels per CTA tile
 
 
 def _k_bytes(scheme: str, K: int) -> int:
@@ -299,7 +300,7 @@ class TensorCoreRunner:
         nbytes = sum(int(a.nbytes) for a in arrays.values())
         out_dtype = cupy.uint16 if scheme == "bf16" else cupy.float16
         out = cupy.empty((M, N), dtype=out_dtype)
-        tiles_n = N // BN
+        tiles_n = N // cfg.bn
         ktiles = K // 128 if scheme == "w4a16" else _k_bytes(scheme, K) // cfg.kt
         arrays["ws"] = cupy.zeros((M, N), dtype=cupy.int32 if scheme == "w8a8" else cupy.float32)
         arrays["counters"] = cupy.zeros(cfg.m_tiles * tiles_n, dtype=cupy.int32)

@@ -1,4 +1,5 @@
-"""Every kernels/*.cu compiles for sm_80 and sm_90 through NVRTC, with no GPU (kernels.compile_check)."""
+"""Every kernels/*.cu compiles for sm_80 and sm_90 (or the targets its `// arch:` line names) through NVRTC, with no
+GPU (kernels.compile_check)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,8 @@ def _nvrtc_or_skip() -> None:
 @pytest.mark.parametrize("path", cu_sources(), ids=lambda p: p.name)
 def test_every_kernel_compiles(path):
     _nvrtc_or_skip()
-    archs, opts = compile_check.file_directives(path)
-    for arch in compile_check.DEFAULT_ARCHS:
-        if archs is not None and arch not in archs:
-            continue
+    _, opts = compile_check.file_directives(path)
+    for arch in compile_check.targets(path):
         r = compile_check.compile_source(path, arch, opts)
         assert r.ok, f"{path.name} for {arch} failed to compile:\n{r.log}"
 
@@ -50,3 +49,35 @@ def test_arch_directive(tmp_path):
     f = tmp_path / "hopper.cu"
     f.write_text("// arch: sm_90\n// nvrtc-options: -DX=1\nextern \"C\" __global__ void k() {}\n")
     assert compile_check.file_directives(f) == (("sm_90",), ("-DX=1",))
+
+
+def test_arch_directive_replaces_default_archs(tmp_path):
+    f = tmp_path / "wg.cu"
+    f.write_text("// arch: sm_90a\nextern \"C\" __global__ void k() {}\n")
+    assert compile_check.targets(f) == ("sm_90a",)
+    g = tmp_path / "plain.cu"
+    g.write_text("extern \"C\" __global__ void k() {}\n")
+    assert compile_check.targets(g, ("sm_80",)) == ("sm_80",)
+
+
+@pytest.mark.parametrize("op", ["OpBF16", "OpFP16", "OpW8A8", "OpFP8"])
+def test_wgmma_tiles_compile_for_sm90a(op):
+    """Every tile of WG_TILES, and the tiles the GPU test forces, instantiate for sm_90a (the template is compiled
+    only through name expressions, so the plain file check above compiles none of it)."""
+    from kernels import nvrtc, wgmma
+    from kernels.build import source_path
+
+    _nvrtc_or_skip()
+    tiles = {(bm, t.warpgroups, t.stages, t.kt) for bm, t in wgmma.WG_TILES.items()}
+    tiles |= {(16, 1, 8, 128), (64, 2, 3, 128)}
+    exprs = tuple(f"wg_gemm<wg::{op}, {bm}, {g}, {s}, {kt}>" for bm, g, s, kt in sorted(tiles))
+    r = compile_check.compile_source(source_path("wg_gemm.cu"), "sm_90a", (), exprs)
+    assert r.ok, r.log
+    compiled = nvrtc.compile_cubin(source_path("wg_gemm.cu").read_bytes(), "wg_gemm.cu", r.options, exprs[:1])
+    assert compiled.ok and len(compiled.cubin) > 1000 and compiled.lowered[exprs[0]].startswith("_Z7wg_gemm")
+
+
+def test_wgmma_header_is_generated():
+    from kernels import gen_wg_mma
+
+    assert gen_wg_mma.HEADER.read_text() == gen_wg_mma.render(), "run: python -m kernels.gen_wg_mma"

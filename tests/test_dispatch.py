@@ -72,3 +72,13 @@ def test_best_rows_picks_the_fastest_registered_kernel():
     meas["scheme"] = "w4a16"
     best = dispatch.best_rows(meas)
     assert list(best["kernel"]) == ["tc_w4a16"]
+
+
+def test_architecture_specific_kernels_run_on_their_compute_capability_only():
+    from kernels import registry
+
+    wg = registry.get("wg_bf16")
+    assert wg.supports(64, 90) and not wg.supports(64, 80) and not wg.supports(64, 100)
+    assert wg.supports(64)  # no GPU named: the batch range alone
+    assert "wg_bf16" not in [s.name for s in dispatch.candidates("bf16", 64, cc=100)]
+    assert "wg_bf16" in [s.name for s in dispatch.candidates("bf16", 64, cc=90)]

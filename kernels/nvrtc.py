@@ -1,0 +1,98 @@
+"""NVRTC called directly through ctypes: compile CUDA source to a cubin with no GPU, no CuPy, no cuda-bindings.
+
+Used by the CPU compile check (kernels.compile_check) and by kernels.build for sources that need an
+architecture-specific target CuPy's own NVRTC call does not take (sm_90a for wgmma). The library comes from the
+`nvidia-cuda-nvrtc` pip package, $CUDA_HOME/$CUDA_PATH, or /usr/local/cuda; CUDA headers (cuda_fp16.h ...) from the
+first include directory found among $CUDA_HOME/include, $CUDA_PATH/include, the nvidia-* pip packages' include
+folders and /usr/local/cuda/include.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Compiled:
+    ok: bool
+    log: str
+    cubin: bytes = b""
+    lowered: dict[str, str] = field(default_factory=dict)  # name expression -> mangled entry name
+
+
+def _site_dirs() -> list[Path]:
+    return [Path(p) / "nvidia" for p in sys.path if (Path(p) / "nvidia").is_dir()]
+
+
+@cache
+def library() -> ctypes.CDLL:
+    candidates: list[str] = []
+    for d in _site_dirs():
+        candidates += sorted(glob.glob(str(d / "*" / "lib" / "libnvrtc.so*")))
+        candidates += sorted(glob.glob(str(d / "*" / "bin" / "nvrtc64_*.dll")))
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env):
+            candidates += sorted(glob.glob(os.path.join(os.environ[env], "lib64", "libnvrtc.so*")))
+    candidates += sorted(glob.glob("/usr/local/cuda/lib64/libnvrtc.so*")) + ["libnvrtc.so"]
+    for c in candidates:
+        if "builtins" in c:
+            continue
+        try:
+            return ctypes.CDLL(c)
+        except OSError:
+            continue
+    raise RuntimeError("no NVRTC library found: pip install nvidia-cuda-nvrtc, or set CUDA_HOME")
+
+
+@cache
+def include_dir() -> str | None:
+    candidates = [os.path.join(os.environ[e], "include") for e in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(e)]
+    for d in _site_dirs():
+        candidates += sorted(glob.glob(str(d / "*" / "include")))
+    candidates.append("/usr/local/cuda/include")
+    for c in candidates:
+        if os.path.isfile(os.path.join(c, "cuda_fp16.h")):
+            return c
+    return None
+
+
+def compile_cubin(source: bytes, name: str, options: tuple[str, ...],
+                  name_expressions: tuple[str, ...] = ()) -> Compiled:
+    """Compile `source` with `options` (which name the target, e.g. --gpu-architecture=sm_90a); never raises for a
+    compile error (ok=False and the log)."""
+    lib = library()
+    lib.nvrtcGetLoweredName.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)]
+    prog = ctypes.c_void_p()
+    rc = lib.nvrtcCreateProgram(ctypes.byref(prog), source, name.encode(), 0, None, None)
+    if rc:
+        return Compiled(False, f"nvrtcCreateProgram failed with code {rc}")
+    try:
+        for expr in name_expressions:
+            lib.nvrtcAddNameExpression(prog, expr.encode())
+        arr = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
+        rc = lib.nvrtcCompileProgram(prog, len(options), arr)
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        buf = ctypes.create_string_buffer(max(size.value, 1))
+        lib.nvrtcGetProgramLog(prog, buf)
+        log = buf.value.decode(errors="replace")
+        if rc:
+            return Compiled(False, log)
+        lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+        cubin = ctypes.create_string_buffer(size.value)
+        if size.value == 0 or lib.nvrtcGetCUBIN(prog, cubin):
+            return Compiled(False, log + "\nno cubin (the target must be a real sm_XX architecture)")
+        lowered = {}
+        for expr in name_expressions:
+            out = ctypes.c_char_p()
+            lib.nvrtcGetLoweredName(prog, expr.encode(), ctypes.byref(out))
+            lowered[expr] = out.value.decode()
+        return Compiled(True, log, cubin.raw, lowered)
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))

@@ -1,0 +1,257 @@
+// arch: sm_90a
+// wgmma GEMMs (Hopper, sm_90a): y[M,N] = x[M,K] . W[N,K]^T for 16-bit (bf16, fp16) and 8-bit (int8, e4m3) operands
+// stored as plain K-contiguous rows, on the warpgroup tensor-core path (HGMMA / IGMMA / QGMMA in SASS).
+//
+// Swapped operands: the weights are wgmma's A (64 output channels per warpgroup, the "M" of m64nNk16) and the
+// activations its B, so the batch is wgmma's N (16..256): one instruction covers the whole batch tile, and a small
+// batch wastes no tensor-core rows. Both operands sit in shared memory in the no-swizzle "core matrix" order: each
+// 8-row x 16-byte block is 128 contiguous bytes, blocks along K 128 bytes apart (the descriptor's leading byte
+// offset), 8-row groups KT * 8 bytes apart (its stride byte offset). cp.async fills them (16-byte copies, rows past M
+// zero-filled), fence.proxy.async hands them to the tensor cores, and the wgmma of k-tile i runs while the copies of
+// k-tiles i+1 .. i+STAGES-2 are in flight; one wgmma group stays in flight across the barrier (wait_group 1), so a
+// stage is refilled two k-tiles after its wgmma was issued.
+//
+// Work split: a persistent stream-K grid over (n-tile of 64*WG channels, k-tile of KT bytes) per m-tile of BM rows,
+// as in the mma.sync kernels (tc_common.cuh); split tiles are summed in a 32-bit workspace by the last CTA, which
+// zeroes it again. No CUDA headers are included (outputs are converted with cvt), so NVRTC needs no include path.
+//
+// Entry: template wg_gemm<Op, BM, WG, STAGES, KT>, instantiated by name expression (kernels/wgmma.py).
+#include "wg_mma.cuh"
+
+namespace wg {
+
+struct Params {
+  void* out;
+  void* ws;
+  int* counters;
+  const float* sa;  // per row of x (token), w8a8 and fp8
+  const float* sb;  // per row of W (channel), w8a8 and fp8
+  int M;
+  int N;
+};
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Keep the compiler from moving accumulator reads or writes across the asynchronous wgmma boundaries.
+template <int R>
+__device__ __forceinline__ void fence_acc(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int R>
+__device__ __forceinline__ void fence_acc(int (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
+
+// Shared-memory matrix descriptor, no swizzle: start address, leading (K) and stride (8-row group) byte offsets.
+__device__ __forceinline__ unsigned long long descriptor(unsigned addr, unsigned lead, unsigned stride) {
+#ifdef WG_DESC_SWAP  // the other reading of the two offsets (a diagnostic build; the GPU test tells which is right)
+  const unsigned t = lead;
+  lead = stride;
+  stride = t;
+#endif
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+         (static_cast<unsigned long long>(lead >> 4) << 16) | (static_cast<unsigned long long>(stride >> 4) << 32);
+}
+
+// Rows [0, R) x bytes [kb, kb + KT) of a K-contiguous matrix (ld bytes per row) into core-matrix order: 16-byte
+// chunk i of the tile is row (i/8 / (KT/16)) * 8 + i%8, chunk (i/8) % (KT/16), at byte 16 i. Rows >= valid are zeros.
+template <int R, int KT, int NT, bool CHECK>
+__device__ __forceinline__ void load_tile(unsigned dst, const unsigned char* src, int valid, long long ld,
+                                          long long kb) {
+  constexpr int TOTAL = R * KT / 16, CPR = KT / 16;
+#pragma unroll
+  for (int j = 0; j < (TOTAL + NT - 1) / NT; ++j) {
+    const int i = j * NT + static_cast<int>(threadIdx.x);
+    if (TOTAL % NT != 0 && i >= TOTAL) break;
+    const int core = i >> 3, row = (core / CPR) * 8 + (i & 7), c = core % CPR;
+    const bool ok = !CHECK || row < valid;
+    cp_async16(dst + i * 16, ok ? src + row * ld + kb + c * 16 : src, ok ? 16 : 0);
+  }
+}
+
+__device__ __forceinline__ unsigned short f32_to_bf16(float v) {
+  unsigned short r;
+  asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(v));
+  return r;
+}
+
+__device__ __forceinline__ unsigned short f32_to_f16(float v) {
+  unsigned short r;
+  asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(v));
+  return r;
+}
+
+__device__ __forceinline__ unsigned short* out_at(const Params& p, int m, int n) {
+  return static_cast<unsigned short*>(p.out) + static_cast<long long>(m) * p.N + n;
+}
+
+struct OpBF16 {
+  using T = BF16;
+  using Acc = float;
+  __device__ __forceinline__ static void store(const Params& p, int m, int n, float v) {
+    *out_at(p, m, n) = f32_to_bf16(v);
+  }
+};
+
+struct OpFP16 {
+  using T = F16;
+  using Acc = float;
+  __device__ __forceinline__ static void store(const Params& p, int m, int n, float v) {
+    *out_at(p, m, n) = f32_to_f16(v);
+  }
+};
+
+struct OpW8A8 {  // int32 sums; per-token x per-channel scales in fp32, fp16 out
+  using T = S8;
+  using Acc = int;
+  __device__ __forceinline__ static void store(const Params& p, int m, int n, int v) {
+    *out_at(p, m, n) = f32_to_f16(static_cast<float>(v) * p.sa[m] * p.sb[n]);
+  }
+};
+
+struct OpFP8 {  // native e4m3 x e4m3 -> fp32 (QGMMA); per-token x per-channel scales, fp16 out
+  using T = E4M3;
+  using Acc = float;
+  __device__ __forceinline__ static void store(const Params& p, int m, int n, float v) {
+    *out_at(p, m, n) = f32_to_f16(v * p.sa[m] * p.sb[n]);
+  }
+};
+
+// The accumulator of warp w (of its warpgroup) holds, per n8 block j of the batch, d[4j + 2h + e] = y[m][n] with
+// n = 16 w + lane/4 + 8 h (channel) and m = 8 j + 2 (lane % 4) + e (batch row): the mma.sync C layout, transposed.
+template <class Op, int BM>
+__device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[BM / 2], const Params& p, int n_base, int m0,
+                                            int tile_id, int k0, int k1, int ktiles, int* flag) {
+  using Acc = typename Op::Acc;
+  const int lane = threadIdx.x & 31, n_warp = n_base + ((threadIdx.x >> 5) & 3) * 16 + (lane >> 2);
+  const int m_lane = m0 + (lane & 3) * 2;
+  if (k0 == 0 && k1 == ktiles) {
+#pragma unroll
+    for (int i = 0; i < BM / 2; ++i) {
+      const int m = m_lane + (i >> 2) * 8 + (i & 1), n = n_warp + ((i >> 1) & 1) * 8;
+      if (m < p.M) Op::store(p, m, n, acc[i]);
+    }
+    return;
+  }
+  Acc* ws = static_cast<Acc*>(p.ws);
+#pragma unroll
+  for (int i = 0; i < BM / 2; ++i) {
+    const int m = m_lane + (i >> 2) * 8 + (i & 1), n = n_warp + ((i >> 1) & 1) * 8;
+    if (m < p.M) atomicAdd(ws + static_cast<long long>(m) * p.N + n, acc[i]);
+  }
+  __syncthreads();  // every thread's atomics precede thread 0's (cumulative) fence and the counter
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const int prev = atomicAdd(p.counters + tile_id, k1 - k0);
+    *flag = (prev + (k1 - k0) == ktiles);
+  }
+  __syncthreads();
+  if (*flag) {
+    __threadfence();
+#pragma unroll
+    for (int i = 0; i < BM / 2; ++i) {
+      const int m = m_lane + (i >> 2) * 8 + (i & 1), n = n_warp + ((i >> 1) & 1) * 8;
+      if (m < p.M) Op::store(p, m, n, atomicExch(ws + static_cast<long long>(m) * p.N + n, Acc(0)));
+    }
+    if (threadIdx.x == 0) atomicExch(p.counters + tile_id, 0);
+  }
+  __syncthreads();  // flag is reused by the next tile
+}
+
+template <class Op, int BM, int WG, int STAGES, int KT>
+__device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const unsigned char* __restrict__ W,
+                                     const Params& p, int k_bytes) {
+  constexpr int NT = WG * 128, BW = 64 * WG, W_BYTES = BW * KT, STAGE = (BW + BM) * KT, NSTEP = KT / 32;
+  static_assert(STAGES >= 3 && KT % 32 == 0 && BM % 16 == 0, "3+ stages, 32-byte k-steps, BM a multiple of 16");
+  using Acc = typename Op::Acc;
+  using Mma = wg::Mma<typename Op::T, BM>;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ int last_flag;
+  const unsigned sbase = smem_addr(smem);
+  const int g = threadIdx.x >> 7;
+  const int tiles_n = p.N / BW, ktiles = k_bytes / KT, m0 = blockIdx.y * BM;
+  const int total = tiles_n * ktiles, q = total / static_cast<int>(gridDim.x), r = total % static_cast<int>(gridDim.x);
+  const int c = static_cast<int>(blockIdx.x), begin = c * q + (c < r ? c : r), end = begin + q + (c < r ? 1 : 0);
+  const unsigned char* Xt = X + static_cast<long long>(m0) * k_bytes;
+
+  for (int it = begin; it < end;) {
+    const int nt = it / ktiles, k0 = it % ktiles;
+    const int k1 = min(ktiles, k0 + (end - it)), nk = k1 - k0, n0 = nt * BW;
+    const unsigned char* Wt = W + static_cast<long long>(n0) * k_bytes;
+    auto load_stage = [&](int stage, int kt) {
+      const unsigned s = sbase + stage * STAGE;
+      const long long kb = static_cast<long long>(kt) * KT;
+      load_tile<BW, KT, NT, false>(s, Wt, BW, k_bytes, kb);
+      load_tile<BM, KT, NT, true>(s + W_BYTES, Xt, p.M - m0, k_bytes, kb);
+    };
+
+    Acc acc[BM / 2];
+#pragma unroll
+    for (int i = 0; i < BM / 2; ++i) acc[i] = Acc(0);
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 2; ++s) {
+      if (s < nk) load_stage(s, k0 + s);
+      cp_async_commit();
+    }
+    for (int i = 0; i < nk; ++i) {
+      cp_async_wait<STAGES - 3>();
+      fence_proxy_async();  // this thread's copies of k-tile i, visible to the async proxy ...
+      __syncthreads();      // ... and every thread's; the wgmma of k-tile i-2 is done (wait_group 1 below)
+      if (i + STAGES - 2 < nk) load_stage((i + STAGES - 2) % STAGES, k0 + i + STAGES - 2);
+      cp_async_commit();
+      const unsigned sw = sbase + (i % STAGES) * STAGE + g * 64 * KT, sx = sbase + (i % STAGES) * STAGE + W_BYTES;
+      fence_acc(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < NSTEP; ++ks)
+        Mma::run(acc, descriptor(sw + ks * 256, 128, KT * 8), descriptor(sx + ks * 256, 128, KT * 8));
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_acc(acc);
+    }
+    wgmma_wait<0>();
+    fence_acc(acc);
+    cp_async_wait<0>();
+    __syncthreads();  // every warpgroup is done with the stages before the next range refills them
+    finish_tile<Op, BM>(acc, p, n0 + g * 64, m0, blockIdx.y * tiles_n + nt, k0, k1, ktiles, &last_flag);
+    it += nk;
+  }
+}
+
+}  // namespace wg
+
+// grid (CTAs, m-tiles), block WG*128, dynamic shared memory STAGES * (64*WG + BM) * KT bytes; k_bytes = K * element
+// bytes, a multiple of KT; N a multiple of 64*WG.
+template <class Op, int BM, int WG, int STAGES, int KT>
+__global__ void __launch_bounds__(WG * 128, 1)
+    wg_gemm(const unsigned char* __restrict__ x, const unsigned char* __restrict__ w, void* out, void* ws,
+            int* counters, const float* sa, const float* sb, int M, int N, int k_bytes) {
+  const wg::Params p{out, ws, counters, sa, sb, M, N};
+  wg::gemm<Op, BM, WG, STAGES, KT>(x, w, p, k_bytes);
+}

@@ -1,0 +1,79 @@
+"""wgmma (sm_90a) GEMM kernels against the float64 reference, on an H100/H200 (skipped on other GPUs).
+
+Same protocol as the mma.sync kernels: fresh random data per case (the seed in the failure message), outputs poisoned
+with NaN before each of two launches on the same input set, the split-K workspace and tile counters left clean. Every
+batch tile of WG_TILES is reached (M = 16..256), plus M below one tile (1, 5) and partial tiles (17, 100, 200).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+KERNELS = ("wg_bf16", "wg_fp16", "wg_w8a8", "wg_fp8")
+BATCHES = ((1, (4096, 11008)), (5, (22016, 4096)), (16, (22016, 4096)), (17, (4096, 11008)),
+           (32, (4096, 11008)), (64, (22016, 4096)),
+           (100, (4096, 11008)), (128, (12288, 4096)), (200, (4096, 4096)), (256, (22016, 4096)))
+TOLERANCE = {"wg_bf16": 6e-3, "wg_fp16": 2e-3, "wg_w8a8": 2e-3, "wg_fp8": 2e-3}
+
+
+@pytest.fixture(scope="module")
+def hopper(cupy):
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("wgmma kernels need compute capability 9.0 (sm_90a)")
+    return cupy
+
+
+def _poison(cp, out) -> None:
+    if out.dtype == cp.uint16:  # bf16 bits
+        out.fill(0x7FC0)
+    else:
+        out.fill(float("nan"))
+
+
+@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("M,N,K", [(M, N, K) for M, (N, K) in BATCHES])
+def test_kernel_matches_float64_reference(hopper, name, M, N, K):
+    from kernels import reference, registry
+
+    runner = registry.runner(name)
+    seed = random.randrange(2**31)
+    problem = runner.make(M, N, K, seed=seed, reference=True)
+    for attempt in range(2):
+        _poison(hopper, problem.out)
+        runner.launch(problem)
+        hopper.cuda.runtime.deviceSynchronize()
+        err = reference.rel_error(runner.output(problem), problem.ref)
+        assert err < TOLERANCE[name], f"{name} M={M} {N}x{K} seed {seed} launch {attempt}: rel error {err:.3g}"
+    assert int(hopper.count_nonzero(problem.arrays["counters"])) == 0
+    assert float(hopper.abs(problem.arrays["ws"]).max()) == 0.0
+
+
+@pytest.mark.parametrize("tile", [(1, 8, 128), (2, 3, 128), (1, 4, 256)])
+def test_other_tiles(hopper, tile):
+    """The tile shapes benchmarks may force (1 warpgroup, the shallowest pipeline) are correct too."""
+    from kernels import reference, registry, wgmma
+
+    runner = wgmma.make_runner(registry.get("wg_bf16"), tile=wgmma.WgTile(*tile))
+    for M, (N, K) in ((16, (4096, 4096)), (64, (4096, 11008)), (100, (12288, 4096))):
+        seed = random.randrange(2**31)
+        problem = runner.make(M, N, K, seed=seed, reference=True)
+        _poison(hopper, problem.out)
+        runner.launch(problem)
+        hopper.cuda.runtime.deviceSynchronize()
+        err = reference.rel_error(runner.output(problem), problem.ref)
+        assert err < TOLERANCE["wg_bf16"], f"tile {tile} M={M} {N}x{K} seed {seed}: rel error {err:.3g}"
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_refuses_bad_shapes(hopper, name):
+    from kernels import registry
+    from models.errors import InputError
+
+    runner = registry.runner(name)
+    for M, N, K in ((0, 4096, 4096), (300, 4096, 4096), (16, 4000, 4096), (16, 4096, 4000)):
+        with pytest.raises(InputError):
+            runner.make(M, N, K, seed=0, reference=False)
