@@ -1,41 +1,18 @@
 #!/usr/bin/env bash
-# Development call for the wgmma kernels (device machine): which reading of the descriptor offsets is right, the GPU
-# tests, timings beside cuBLAS bf16 and the mma.sync kernels, tile alternatives, one Nsight Compute probe.
-# Results under $OUT: probe.txt, tests.log, wg.csv, wg_tiles.csv, ncu.tgz.
+# Development call for the wgmma kernels (device machine): the GPU tests, timings beside cuBLAS bf16 and the mma.sync kernels, tile alternatives, one Nsight Compute probe.
+# Results under $OUT: tests.log, wg.csv, wg_tiles.csv, ncu.tgz.
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
 python3 -c "import cupy; print('cupy', cupy.__version__, 'nvrtc', cupy.cuda.nvrtc.getVersion())"
-for opt in "" "-DWG_DESC_SWAP"; do
-  WG_OPT="$opt" timeout 120 python3 - <<'PY' 2>&1 | tee -a $OUT/probe.txt
-import os, cupy
-from kernels import registry, wgmma, reference
-opts = tuple(os.environ["WG_OPT"].split())
-for name in ("wg_bf16", "wg_w8a8", "wg_fp8"):
-    for M, N, K in ((16, 4096, 4096), (100, 4096, 4096), (256, 4096, 11008)):
-        try:
-            r = wgmma.make_runner(registry.get(name), options=opts)
-            p = r.make(M, N, K, seed=3, reference=True)
-            r.launch(p); cupy.cuda.runtime.deviceSynchronize()
-            err = reference.rel_error(r.output(p), p.ref)
-            print("probe", opts, name, M, N, K, "rel_err %.3g" % err, "ok" if err < 6e-3 else "BAD", flush=True)
-        except Exception as e:
-            print("probe", opts, name, M, N, K, "ERROR", type(e).__name__, str(e)[:300], flush=True)
-            raise SystemExit(1)
-PY
-done
 WGOPT=""
-if ! grep -q "probe () wg_bf16 16 .* ok" $OUT/probe.txt && grep -q "WG_DESC_SWAP',) wg_bf16 16 .* ok" $OUT/probe.txt; then
-  WGOPT="-DWG_DESC_SWAP"
-fi
-echo "descriptor options for the benchmarks: '${WGOPT}'"
 timeout 200 python3 -m pytest -m gpu -q -x tests/test_wgmma_gpu.py > $OUT/tests.log 2>&1; echo "tests rc=$?"; tail -3 $OUT/tests.log
 mkdir -p $OUT/a $OUT/b
 timeout 170 python3 bench/bench_tensorcore.py --out $OUT/a --kernels wg_bf16,wg_w8a8,wg_fp8,tc_bf16 \
   --batches 16,32,64,128,256 --samples 8 --wg-options "$WGOPT" > $OUT/a.log 2>&1; echo "bench rc=$?"
-timeout 120 python3 bench/bench_tensorcore.py --out $OUT/b --kernels wg_bf16 --wg-tiles 2x4x128,2x8x128,1x8x128,1x4x256,2x3x256 \
+timeout 120 python3 bench/bench_tensorcore.py --out $OUT/b --kernels wg_bf16 --wg-tiles ${WG_TILES:-2x4x128,2x8x128,2x6x128,2x4x256,2x3x256} \
   --batches 16,64,128,256 --samples 8 --wg-options "$WGOPT" > $OUT/b.log 2>&1; echo "tiles rc=$?"
 bash bench/ncu_probe.sh wgbf16_m256 wg_gemm wg_bf16 256 22016 4096
-bash bench/ncu_probe.sh wgbf16_m64 wg_gemm wg_bf16 64 22016 4096
+bash bench/ncu_probe.sh wgbf16_m16 wg_gemm wg_bf16 16 22016 4096
 (cd $OUT && tar czf ncu.tgz ncu && rm -rf ncu; cp a/bench_tensorcore.csv wg.csv; cp b/bench_tensorcore.csv wg_tiles.csv; rm -rf a b)
 python3 - <<'PY'
 import csv, os

@@ -4,10 +4,9 @@
 //
 // Swapped operands: the weights are wgmma's A (64 output channels per warpgroup, the "M" of m64nNk16) and the
 // activations its B, so the batch is wgmma's N (16..256): one instruction covers the whole batch tile, and a small
-// batch wastes no tensor-core rows. Both operands sit in shared memory in the no-swizzle "core matrix" order: each
-// 8-row x 16-byte block is 128 contiguous bytes, blocks along K 128 bytes apart (the descriptor's leading byte
-// offset), 8-row groups KT * 8 bytes apart (its stride byte offset). cp.async fills them (16-byte copies, rows past M
-// zero-filled), fence.proxy.async hands them to the tensor cores, and the wgmma of k-tile i runs while the copies of
+// batch wastes no tensor-core rows. Both operands sit in shared memory in the 128-byte swizzle layout (the one TMA
+// writes; see load_tile). cp.async fills them (16-byte copies, rows past M zero-filled), fence.proxy.async hands them
+// to the tensor cores, and the wgmma of k-tile i runs while the copies of
 // k-tiles i+1 .. i+STAGES-2 are in flight; one wgmma group stays in flight across the barrier (wait_group 1), so a
 // stage is refilled two k-tiles after its wgmma was issued.
 //
@@ -66,30 +65,28 @@ __device__ __forceinline__ void fence_acc(int (&d)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
 
-// Shared-memory matrix descriptor, no swizzle: start address, leading (K) and stride (8-row group) byte offsets.
-__device__ __forceinline__ unsigned long long descriptor(unsigned addr, unsigned lead, unsigned stride) {
-#ifdef WG_DESC_SWAP  // the other reading of the two offsets (a diagnostic build; the GPU test tells which is right)
-  const unsigned t = lead;
-  lead = stride;
-  stride = t;
-#endif
-  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
-         (static_cast<unsigned long long>(lead >> 4) << 16) | (static_cast<unsigned long long>(stride >> 4) << 32);
+// Shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle layout: start address, leading byte
+// offset unused (the 32 bytes of K of one wgmma lie inside one 128-byte row), 1024 bytes between 8-row groups.
+__device__ __forceinline__ unsigned long long descriptor(unsigned addr) {
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
 
-// Rows [0, R) x bytes [kb, kb + KT) of a K-contiguous matrix (ld bytes per row) into core-matrix order: 16-byte
-// chunk i of the tile is row (i/8 / (KT/16)) * 8 + i%8, chunk (i/8) % (KT/16), at byte 16 i. Rows >= valid are zeros.
+// Rows [0, R) x bytes [kb, kb + KT) of a K-contiguous matrix (ld bytes per row) into the 128-byte swizzle layout:
+// K in atoms of 128 bytes, atom a of the tile at a * R * 128, row r of it at r * 128 with its 16-byte chunk c at
+// ((c ^ (r & 7)) * 16). Eight consecutive threads copy one 128-byte row: one global line, all 32 banks. Rows >= valid
+// are zeros. The tile must be 1024-byte aligned (the swizzle is a function of the address bits).
 template <int R, int KT, int NT, bool CHECK>
 __device__ __forceinline__ void load_tile(unsigned dst, const unsigned char* src, int valid, long long ld,
                                           long long kb) {
-  constexpr int TOTAL = R * KT / 16, CPR = KT / 16;
+  constexpr int TOTAL = R * KT / 16;
 #pragma unroll
   for (int j = 0; j < (TOTAL + NT - 1) / NT; ++j) {
     const int i = j * NT + static_cast<int>(threadIdx.x);
     if (TOTAL % NT != 0 && i >= TOTAL) break;
-    const int core = i >> 3, row = (core / CPR) * 8 + (i & 7), c = core % CPR;
+    const int c = i & 7, row = (i >> 3) % R, a = (i >> 3) / R;
     const bool ok = !CHECK || row < valid;
-    cp_async16(dst + i * 16, ok ? src + row * ld + kb + c * 16 : src, ok ? 16 : 0);
+    cp_async16(dst + a * R * 128 + row * 128 + ((c ^ (row & 7)) << 4),
+               ok ? src + row * ld + kb + a * 128 + c * 16 : src, ok ? 16 : 0);
   }
 }
 
@@ -186,13 +183,13 @@ template <class Op, int BM, int WG, int STAGES, int KT>
 __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const unsigned char* __restrict__ W,
                                      const Params& p, int k_bytes) {
   constexpr int NT = WG * 128, BW = 64 * WG, W_BYTES = BW * KT, STAGE = (BW + BM) * KT, NSTEP = KT / 32;
-  static_assert(STAGES >= 3 && KT % 32 == 0 && BM % 16 == 0, "3+ stages, 32-byte k-steps, BM a multiple of 16");
+  static_assert(STAGES >= 3 && KT % 128 == 0 && BM % 16 == 0, "3+ stages, 128-byte k-atoms, BM a multiple of 16");
   using Acc = typename Op::Acc;
   using Mma = wg::Mma<typename Op::T, BM>;
 
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int last_flag;
-  const unsigned sbase = smem_addr(smem);
+  const unsigned sbase = (smem_addr(smem) + 1023u) & ~1023u;  // 1 KB of the allocation is slack for this
   const int g = threadIdx.x >> 7;
   const int tiles_n = p.N / BW, ktiles = k_bytes / KT, m0 = blockIdx.y * BM;
   const int total = tiles_n * ktiles, q = total / static_cast<int>(gridDim.x), r = total % static_cast<int>(gridDim.x);
@@ -225,12 +222,14 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
       __syncthreads();      // ... and every thread's; the wgmma of k-tile i-2 is done (wait_group 1 below)
       if (i + STAGES - 2 < nk) load_stage((i + STAGES - 2) % STAGES, k0 + i + STAGES - 2);
       cp_async_commit();
-      const unsigned sw = sbase + (i % STAGES) * STAGE + g * 64 * KT, sx = sbase + (i % STAGES) * STAGE + W_BYTES;
+      const unsigned sw = sbase + (i % STAGES) * STAGE + g * 64 * 128, sx = sbase + (i % STAGES) * STAGE + W_BYTES;
       fence_acc(acc);
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < NSTEP; ++ks)
-        Mma::run(acc, descriptor(sw + ks * 256, 128, KT * 8), descriptor(sx + ks * 256, 128, KT * 8));
+      for (int ks = 0; ks < NSTEP; ++ks) {  // k-step ks: atom ks / 4, bytes 32 (ks % 4) of its rows
+        const unsigned k_off = (ks & 3) * 32;
+        Mma::run(acc, descriptor(sw + (ks >> 2) * BW * 128 + k_off), descriptor(sx + (ks >> 2) * BM * 128 + k_off));
+      }
       wgmma_commit();
       wgmma_wait<1>();
       fence_acc(acc);
@@ -246,8 +245,8 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
 
 }  // namespace wg
 
-// grid (CTAs, m-tiles), block WG*128, dynamic shared memory STAGES * (64*WG + BM) * KT bytes; k_bytes = K * element
-// bytes, a multiple of KT; N a multiple of 64*WG.
+// grid (CTAs, m-tiles), block WG*128, dynamic shared memory STAGES * (64*WG + BM) * KT + 1024 bytes; k_bytes = K *
+// element bytes, a multiple of KT (itself a multiple of 128); N a multiple of 64*WG.
 template <class Op, int BM, int WG, int STAGES, int KT>
 __global__ void __launch_bounds__(WG * 128, 1)
     wg_gemm(const unsigned char* __restrict__ x, const unsigned char* __restrict__ w, void* out, void* ws,

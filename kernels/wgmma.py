@@ -24,8 +24,8 @@ from kernels.tensorcore import _LAYOUT, TensorCoreRunner, TileConfig
 from models.errors import InputError
 
 _GEOMETRY = ("wgmma m64nBMk16/k32 with the weights as A: 64*WG channels x BM batch rows per CTA (BM = 16..256, the "
-             "smallest holding M), WG warpgroups, STAGES-deep cp.async pipeline of KT-byte k-tiles in no-swizzle "
-             "core-matrix order, one wgmma group in flight; persistent stream-K grid over (n-tile, k-tile), split "
+             "smallest holding M), WG warpgroups, STAGES-deep cp.async pipeline of KT-byte k-tiles in the 128-byte "
+             "swizzle layout, one wgmma group in flight; persistent stream-K grid over (n-tile, k-tile), split "
              "tiles summed in a 32-bit workspace by the last CTA (kernels.wgmma.WG_TILES)")
 
 
@@ -52,7 +52,7 @@ class WgTile:
     kt: int  # bytes of K per stage
 
 
-# Batch tile -> its tile. Shared memory per CTA: stages * (64 * warpgroups + bm) * kt bytes (<= 227 KB on H100/H200).
+# Batch tile -> its tile. Shared memory per CTA: stages * (64 * warpgroups + bm) * kt + 1024 bytes (<= 227 KB).
 WG_TILES: dict[int, WgTile] = {
     16: WgTile(2, 6, 256), 32: WgTile(2, 5, 256), 64: WgTile(2, 4, 256), 128: WgTile(2, 6, 128),
     256: WgTile(2, 4, 128),
@@ -69,9 +69,9 @@ def tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
     bm = batch_tile(M)
     t = tile or WG_TILES[bm]
     bn = 64 * t.warpgroups
-    smem = t.stages * (bn + bm) * t.kt
-    if t.stages < 3 or t.kt % 32 or smem > SMEM_LIMIT:
-        raise InputError(f"wgmma tile {t} at BM={bm} needs >= 3 stages, a k-tile of 32-byte steps and <= "
+    smem = t.stages * (bn + bm) * t.kt + 1024  # + slack to align the stages to 1 KB (the swizzle's period)
+    if t.stages < 3 or t.kt % 128 or smem > SMEM_LIMIT:
+        raise InputError(f"wgmma tile {t} at BM={bm} needs >= 3 stages, a k-tile of whole 128-byte rows and <= "
                          f"{SMEM_LIMIT} bytes of shared memory (it asks {smem})")
     return TileConfig(bm, t.stages, -(-M // bm), smem, 128 * t.warpgroups, t.kt, "wg", bn)
 
