@@ -140,7 +140,13 @@ struct OpFP8 {  // native e4m3 x e4m3 -> fp32 (QGMMA); per-token x per-channel s
 
 // The accumulator of warp w (of its warpgroup) holds, per n8 block j of the batch, d[4j + 2h + e] = y[m][n] with
 // n = 16 w + lane/4 + 8 h (channel) and m = 8 j + 2 (lane % 4) + e (batch row): the mma.sync C layout, transposed.
-template <class Op, int BM>
+// Barrier over the NT math threads only (named barrier 1): the TMA kernel's producer warp does not take part.
+template <int NT>
+__device__ __forceinline__ void math_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(NT) : "memory");
+}
+
+template <class Op, int BM, int NT>
 __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[BM / 2], const Params& p, int n_base, int m0,
                                             int tile_id, int k0, int k1, int ktiles, int* flag) {
   using Acc = typename Op::Acc;
@@ -160,13 +166,13 @@ __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[BM / 2], con
     const int m = m_lane + (i >> 2) * 8 + (i & 1), n = n_warp + ((i >> 1) & 1) * 8;
     if (m < p.M) atomicAdd(ws + static_cast<long long>(m) * p.N + n, acc[i]);
   }
-  __syncthreads();  // every thread's atomics precede thread 0's (cumulative) fence and the counter
+  math_sync<NT>();  // every thread's atomics precede thread 0's (cumulative) fence and the counter
   if (threadIdx.x == 0) {
     __threadfence();
     const int prev = atomicAdd(p.counters + tile_id, k1 - k0);
     *flag = (prev + (k1 - k0) == ktiles);
   }
-  __syncthreads();
+  math_sync<NT>();
   if (*flag) {
     __threadfence();
 #pragma unroll
@@ -176,7 +182,7 @@ __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[BM / 2], con
     }
     if (threadIdx.x == 0) atomicExch(p.counters + tile_id, 0);
   }
-  __syncthreads();  // flag is reused by the next tile
+  math_sync<NT>();  // flag is reused by the next tile
 }
 
 template <class Op, int BM, int WG, int STAGES, int KT>
@@ -238,7 +244,119 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
     fence_acc(acc);
     cp_async_wait<0>();
     __syncthreads();  // every warpgroup is done with the stages before the next range refills them
-    finish_tile<Op, BM>(acc, p, n0 + g * 64, m0, blockIdx.y * tiles_n + nt, k0, k1, ktiles, &last_flag);
+    finish_tile<Op, BM, NT>(acc, p, n0 + g * 64, m0, blockIdx.y * tiles_n + nt, k0, k1, ktiles, &last_flag);
+    it += nk;
+  }
+}
+
+// ---- TMA variant: a producer warp streams both tiles with the bulk tensor copy engine ----------------------------
+// The stages are filled by cp.async.bulk.tensor (one thread issues a 2-D box per 128-byte atom of K, the copy engine
+// writes the 128-byte swizzle layout itself and zero-fills rows past M), completion is counted on a per-stage "full"
+// mbarrier, and the math warpgroups hand a stage back through its "empty" mbarrier (one arrival per math warp) once
+// their wgmma of it has completed. The producer runs ahead across tile boundaries of the CTA's stream-K range, so the
+// epilogue of one tile overlaps the loads of the next. Tensor maps (2 x 128 bytes: W, then x) are built on the host
+// (kernels.wgmma) and read from global memory.
+
+__device__ __forceinline__ void mbar_init(unsigned bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(unsigned bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+template <class Op, int BM, int WG, int STAGES, int KT>
+__device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps, const Params& p, int k_bytes) {
+  constexpr int NT = WG * 128, BW = 64 * WG, W_BYTES = BW * KT, STAGE = (BW + BM) * KT, NSTEP = KT / 32;
+  static_assert(STAGES >= 2 && KT % 128 == 0 && BM % 16 == 0 && BM <= 256, "2+ stages, 128-byte k-atoms");
+  using Acc = typename Op::Acc;
+  using Mma = wg::Mma<typename Op::T, BM>;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+  __shared__ int last_flag;
+  const unsigned sbase = (smem_addr(smem) + 1023u) & ~1023u;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int tiles_n = p.N / BW, ktiles = k_bytes / KT, m0 = blockIdx.y * BM;
+  const int total = tiles_n * ktiles, q = total / static_cast<int>(gridDim.x), r = total % static_cast<int>(gridDim.x);
+  const int c = static_cast<int>(blockIdx.x), begin = c * q + (c < r ? c : r), end = begin + q + (c < r ? 1 : 0);
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(smem_addr(&full[s]), 1);
+      mbar_init(smem_addr(&empty[s]), NT / 32);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == NT / 32) {  // the producer warp
+    if (lane == 0) {
+      asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(maps) : "memory");
+      asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(maps + 128) : "memory");
+      for (int it = begin, iter = 0; it < end; ++it, ++iter) {
+        const int s = iter % STAGES, nt = it / ktiles, kt = it % ktiles;
+        const unsigned st = sbase + s * STAGE, bar = smem_addr(&full[s]);
+        mbar_wait(smem_addr(&empty[s]), ((iter / STAGES) & 1) ^ 1);
+        mbar_expect_tx(bar, STAGE);
+#pragma unroll
+        for (int a = 0; a < KT / 128; ++a) {
+          tma_load_2d(st + a * BW * 128, maps, kt * KT + a * 128, nt * BW, bar);
+          tma_load_2d(st + W_BYTES + a * BM * 128, maps + 128, kt * KT + a * 128, m0, bar);
+        }
+      }
+    }
+    return;
+  }
+
+  const int g = warp >> 2;
+  for (int it = begin, iter = 0; it < end;) {
+    const int nt = it / ktiles, k0 = it % ktiles;
+    const int k1 = min(ktiles, k0 + (end - it)), nk = k1 - k0;
+    Acc acc[BM / 2];
+#pragma unroll
+    for (int i = 0; i < BM / 2; ++i) acc[i] = Acc(0);
+    for (int i = 0; i < nk; ++i, ++iter) {
+      const int s = iter % STAGES;
+      mbar_wait(smem_addr(&full[s]), (iter / STAGES) & 1);
+      const unsigned sw = sbase + s * STAGE + g * 64 * 128, sx = sbase + s * STAGE + W_BYTES;
+      fence_acc(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < NSTEP; ++ks) {
+        const unsigned k_off = (ks & 3) * 32;
+        Mma::run(acc, descriptor(sw + (ks >> 2) * BW * 128 + k_off), descriptor(sx + (ks >> 2) * BM * 128 + k_off));
+      }
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_acc(acc);
+      if (i > 0 && lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));  // k-tile iter-1 is consumed
+    }
+    wgmma_wait<0>();
+    fence_acc(acc);
+    if (lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
+    finish_tile<Op, BM, NT>(acc, p, nt * BW + g * 64, m0, blockIdx.y * tiles_n + nt, k0, k1, ktiles, &last_flag);
     it += nk;
   }
 }
@@ -253,4 +371,14 @@ __global__ void __launch_bounds__(WG * 128, 1)
             int* counters, const float* sa, const float* sb, int M, int N, int k_bytes) {
   const wg::Params p{out, ws, counters, sa, sb, M, N};
   wg::gemm<Op, BM, WG, STAGES, KT>(x, w, p, k_bytes);
+}
+
+// The TMA variant: block WG*128 + 32 (the last warp produces), maps = the two 128-byte tensor maps (W, then x) in
+// global memory; dynamic shared memory STAGES * (64*WG + BM) * KT + 1024 bytes.
+template <class Op, int BM, int WG, int STAGES, int KT>
+__global__ void __launch_bounds__(WG * 128 + 32, 1)
+    wg_gemm_tma(const unsigned char* __restrict__ maps, void* out, void* ws, int* counters, const float* sa,
+                const float* sb, int M, int N, int k_bytes) {
+  const wg::Params p{out, ws, counters, sa, sb, M, N};
+  wg::gemm_tma<Op, BM, WG, STAGES, KT>(maps, p, k_bytes);
 }

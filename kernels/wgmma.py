@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kernels.registry import KernelSpec, check_batch
+import numpy as np
+
+from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tensorcore import _LAYOUT, TensorCoreRunner, TileConfig
 from models.errors import InputError
 
@@ -50,6 +52,7 @@ class WgTile:
     warpgroups: int
     stages: int
     kt: int  # bytes of K per stage
+    tma: bool = False  # a producer warp fills the stages with TMA (wg_gemm_tma) instead of every thread's cp.async
 
 
 # Batch tile -> its tile. Shared memory per CTA: stages * (64 * warpgroups + bm) * kt + 1024 bytes (<= 227 KB).
@@ -70,10 +73,11 @@ def tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
     t = tile or WG_TILES[bm]
     bn = 64 * t.warpgroups
     smem = t.stages * (bn + bm) * t.kt + 1024  # + slack to align the stages to 1 KB (the swizzle's period)
-    if t.stages < 3 or t.kt % 128 or smem > SMEM_LIMIT:
-        raise InputError(f"wgmma tile {t} at BM={bm} needs >= 3 stages, a k-tile of whole 128-byte rows and <= "
-                         f"{SMEM_LIMIT} bytes of shared memory (it asks {smem})")
-    return TileConfig(bm, t.stages, -(-M // bm), smem, 128 * t.warpgroups, t.kt, "wg", bn)
+    if t.stages < (2 if t.tma else 3) or t.kt % 128 or smem > SMEM_LIMIT:
+        raise InputError(f"wgmma tile {t} at BM={bm} needs >= 3 stages (2 with TMA), a k-tile of whole 128-byte "
+                         f"rows and <= {SMEM_LIMIT} bytes of shared memory (it asks {smem})")
+    threads = 128 * t.warpgroups + (32 if t.tma else 0)
+    return TileConfig(bm, t.stages, -(-M // bm), smem, threads, t.kt, "wg-tma" if t.tma else "wg", bn)
 
 
 class WgmmaRunner(TensorCoreRunner):
@@ -99,13 +103,56 @@ class WgmmaRunner(TensorCoreRunner):
     def _kernel(self, cfg: TileConfig) -> Any:
         from kernels import build
 
-        key = (cfg.bm, cfg.threads // 128, cfg.stages, cfg.kt)
+        key = (cfg.variant, cfg.bm, cfg.threads // 128, cfg.stages, cfg.kt)
         if key not in self._kernels:
-            expr = f"wg_gemm<wg::{self.spec.entry}, {cfg.bm}, {key[1]}, {cfg.stages}, {cfg.kt}>"
+            entry = "wg_gemm_tma" if cfg.variant == "wg-tma" else "wg_gemm"
+            expr = f"{entry}<wg::{self.spec.entry}, {cfg.bm}, {key[2]}, {cfg.stages}, {cfg.kt}>"
             fn = build.arch_function(self.spec.source, expr, "sm_90a", self.options)
             fn.max_dynamic_shared_size_bytes = cfg.smem_bytes
             self._kernels[key] = fn
         return self._kernels[key]
+
+
+    def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
+        problem = super().make(M, N, K, seed=seed, reference=reference)
+        cfg = problem.tc_config
+        if cfg.variant == "wg-tma":
+            import cupy
+
+            a = problem.arrays
+            k_bytes = K * _LAYOUT[self.spec.scheme][0]
+            maps = tma_map(a["w"].data.ptr, N, k_bytes, cfg.bn) + tma_map(a["x"].data.ptr, M, k_bytes, cfg.bm)
+            a["maps"] = cupy.asarray(np.frombuffer(maps, dtype=np.uint8))
+        return problem
+
+    def launch(self, problem: Problem) -> None:
+        if problem.tc_config.variant != "wg-tma":
+            return super().launch(problem)
+        a = problem.arrays
+        grid, block, smem = problem.tc_launch
+        k_bytes = problem.K * _LAYOUT[self.spec.scheme][0]
+        args = (a["maps"], problem.out, a["ws"], a["counters"], a["sa"], a["sb"], np.int32(problem.M),
+                np.int32(problem.N), np.int32(k_bytes))
+        self._kernel(problem.tc_config)(grid, block, args, shared_mem=smem)
+
+
+def tma_map(ptr: int, rows: int, k_bytes: int, box_rows: int) -> bytes:
+    """The 128-byte CUtensorMap of a rows x k_bytes row-major byte matrix at device address ptr: boxes of 128 bytes x
+    box_rows rows, 128-byte swizzle, zeros outside the matrix (cuTensorMapEncodeTiled of the driver, via ctypes)."""
+    import ctypes
+
+    lib = ctypes.CDLL("libcuda.so.1")
+    buf = ctypes.create_string_buffer(128 + 64)
+    base = ctypes.addressof(buf)
+    off = (-base) % 64  # the map must be 64-byte aligned
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    rc = lib.cuTensorMapEncodeTiled(
+        ctypes.c_void_p(base + off), ctypes.c_int(0), u32(2), ctypes.c_void_p(ptr),  # UINT8, rank 2
+        (u64 * 2)(k_bytes, rows), (u64 * 1)(k_bytes), (u32 * 2)(128, box_rows), (u32 * 2)(1, 1),
+        ctypes.c_int(0), ctypes.c_int(3), ctypes.c_int(2), ctypes.c_int(0))  # no interleave, 128B swizzle, L2 128B
+    if rc:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {rc} ({rows}x{k_bytes} bytes, box {box_rows})")
+    return buf.raw[off:off + 128]
 
 
 def make_runner(spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None = None,

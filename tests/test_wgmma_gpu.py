@@ -52,20 +52,31 @@ def test_kernel_matches_float64_reference(hopper, name, M, N, K):
     assert float(hopper.abs(problem.arrays["ws"]).max()) == 0.0
 
 
-@pytest.mark.parametrize("tile", [(1, 8, 128), (2, 3, 128), (1, 4, 256)])
-def test_other_tiles(hopper, tile):
-    """The tile shapes benchmarks may force (1 warpgroup, the shallowest pipeline) are correct too."""
+@pytest.mark.parametrize("name,tile", [("wg_bf16", (1, 8, 128)), ("wg_bf16", (2, 3, 128)), ("wg_bf16", (1, 4, 256)),
+                                       ("wg_bf16", (2, 4, 128, True)), ("wg_bf16", (2, 2, 256, True)),
+                                       ("wg_bf16", (1, 6, 128, True)), ("wg_fp16", (2, 4, 256, True)),
+                                       ("wg_w8a8", (2, 4, 256, True)), ("wg_fp8", (2, 4, 128, True))])
+def test_other_tiles(hopper, name, tile):
+    """The tiles benchmarks may force (1 warpgroup, the shallowest pipelines, the TMA kernel) are correct too, on
+    single-tile, split-K and partial-batch cases."""
     from kernels import reference, registry, wgmma
+    from models.errors import InputError
 
-    runner = wgmma.make_runner(registry.get("wg_bf16"), tile=wgmma.WgTile(*tile))
-    for M, (N, K) in ((16, (4096, 4096)), (64, (4096, 11008)), (100, (12288, 4096))):
+    runner = wgmma.make_runner(registry.get(name), tile=wgmma.WgTile(*tile))
+    for M, (N, K) in ((1, (4096, 4096)), (16, (4096, 4096)), (64, (4096, 11008)), (100, (12288, 4096)),
+                      (256, (22016, 4096))):
+        try:
+            wgmma.tile_config(M, runner.tile)
+        except InputError:  # that tile does not fit this batch tile's shared memory
+            continue
         seed = random.randrange(2**31)
         problem = runner.make(M, N, K, seed=seed, reference=True)
         _poison(hopper, problem.out)
         runner.launch(problem)
         hopper.cuda.runtime.deviceSynchronize()
         err = reference.rel_error(runner.output(problem), problem.ref)
-        assert err < TOLERANCE["wg_bf16"], f"tile {tile} M={M} {N}x{K} seed {seed}: rel error {err:.3g}"
+        assert err < TOLERANCE[name], f"{name} tile {tile} M={M} {N}x{K} seed {seed}: rel error {err:.3g}"
+        assert int(hopper.count_nonzero(problem.arrays["counters"])) == 0
 
 
 @pytest.mark.parametrize("name", KERNELS)
