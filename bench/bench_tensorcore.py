@@ -7,8 +7,9 @@ events; the per-launch time is the median over >= 10 samples. Bytes and FLOPs co
 
     PYTHONPATH=. python bench/bench_tensorcore.py --out $OUT [--shapes 22016x4096,4096x11008] [--batches 16,32]
         [--variants v1,v2]   (default: the SELECT table's choice per M, reported as its variant name)
-        [--wg-tiles -,2x4x128,2x4x128xt]   (wgmma kernels wg_*: warpgroups x stages x k-tile bytes forced at every
-                                            M, "xt" = the TMA kernel, "-" = kernels.wgmma.WG_TILES) [--wg-options -DFOO]
+        [--wg-tiles=-,2x4x128,2x4x128xt,2x4x128xt2]   (wgmma kernels wg_*: warpgroups x stages x k-tile bytes
+            forced at every M, "xt" = the TMA kernel, "xtN" = with N 64-channel blocks per warpgroup, "-" = the
+            default kernels.wgmma.WG_TILES; note the "=": a list starting with "-") [--wg-options -DFOO]
 """
 
 from __future__ import annotations
@@ -165,8 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     variants: list[str | None] = [v for v in args.variants.split(",") if v] or [None]
     from kernels import wgmma
 
-    wg_tiles = [None if t == "-" else wgmma.WgTile(*(int(v) for v in t.split("x")[:3]), tma=t.endswith("xt"))
-                for t in args.wg_tiles.split(",") if t] or [None]
+    wg_tiles = [None if t == "-" else wgmma.parse_tile(t) for t in args.wg_tiles.split(",") if t] or [None]
     wg_options = tuple(args.wg_options.split())
     rows = []
     for shape in args.shapes.split(","):

@@ -2,7 +2,7 @@
 
     ncu --clock-control none --set full -k regex:NAME -c 1 python3 bench/ncu_probe.py KERNEL M N K [VARIANT]
 
-VARIANT: a tensorcore.VARIANTS name for tc_* kernels, a tile WGxSTAGESxKT[xt] for wg_* kernels.
+VARIANT: a tensorcore.VARIANTS name for tc_* kernels, a tile WGxSTAGESxKT[xt[MB]] for wg_* kernels.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ def main(argv: list[str]) -> int:
     if spec.runner.startswith("kernels.tensorcore"):
         runner = tensorcore.make_runner(spec, variant=variant)
     elif spec.runner.startswith("kernels.wgmma"):  # VARIANT = a tile WGxSTAGESxKT, with "xt" for the TMA kernel
-        tile = None if variant is None else wgmma.WgTile(*(int(v) for v in variant.split("x")[:3]),
-                                                          tma=variant.endswith("xt"))
+        tile = None if variant is None else wgmma.parse_tile(variant)
         runner = wgmma.make_runner(spec, tile=tile)
     else:
         runner = registry.runner(name)

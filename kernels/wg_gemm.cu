@@ -138,34 +138,36 @@ struct OpFP8 {  // native e4m3 x e4m3 -> fp32 (QGMMA); per-token x per-channel s
   }
 };
 
-// The accumulator of warp w (of its warpgroup) holds, per n8 block j of the batch, d[4j + 2h + e] = y[m][n] with
-// n = 16 w + lane/4 + 8 h (channel) and m = 8 j + 2 (lane % 4) + e (batch row): the mma.sync C layout, transposed.
 // Barrier over the NT math threads only (named barrier 1): the TMA kernel's producer warp does not take part.
 template <int NT>
 __device__ __forceinline__ void math_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(NT) : "memory");
 }
 
-template <class Op, int BM, int NT>
-__device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[BM / 2], const Params& p, int n_base, int m0,
-                                            int tile_id, int k0, int k1, int ktiles, int* flag) {
+// Epilogue of one tile. A warpgroup holds MB blocks of 64 channels, block b starting at channel n_base + 64 b. The
+// accumulator of warp w (of its warpgroup) holds, per n8 block j of the batch, d[4j + 2h + e] = y[m][n] with
+// n = 16 w + lane/4 + 8 h (channel) and m = 8 j + 2 (lane % 4) + e (batch row): the mma.sync C layout, transposed.
+template <class Op, int BM, int NT, int MB>
+__device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2], const Params& p, int n_base,
+                                            int m0, int tile_id, int k0, int k1, int ktiles, int* flag) {
   using Acc = typename Op::Acc;
   const int lane = threadIdx.x & 31, n_warp = n_base + ((threadIdx.x >> 5) & 3) * 16 + (lane >> 2);
   const int m_lane = m0 + (lane & 3) * 2;
-  if (k0 == 0 && k1 == ktiles) {
+  auto each = [&](auto&& f) {
 #pragma unroll
-    for (int i = 0; i < BM / 2; ++i) {
-      const int m = m_lane + (i >> 2) * 8 + (i & 1), n = n_warp + ((i >> 1) & 1) * 8;
-      if (m < p.M) Op::store(p, m, n, acc[i]);
-    }
+    for (int b = 0; b < MB; ++b)
+#pragma unroll
+      for (int i = 0; i < BM / 2; ++i) {
+        const int m = m_lane + (i >> 2) * 8 + (i & 1), n = n_warp + b * 64 + ((i >> 1) & 1) * 8;
+        if (m < p.M) f(m, n, acc[b][i]);
+      }
+  };
+  if (k0 == 0 && k1 == ktiles) {
+    each([&](int m, int n, Acc v) { Op::store(p, m, n, v); });
     return;
   }
   Acc* ws = static_cast<Acc*>(p.ws);
-#pragma unroll
-  for (int i = 0; i < BM / 2; ++i) {
-    const int m = m_lane + (i >> 2) * 8 + (i & 1), n = n_warp + ((i >> 1) & 1) * 8;
-    if (m < p.M) atomicAdd(ws + static_cast<long long>(m) * p.N + n, acc[i]);
-  }
+  each([&](int m, int n, Acc v) { atomicAdd(ws + static_cast<long long>(m) * p.N + n, v); });
   math_sync<NT>();  // every thread's atomics precede thread 0's (cumulative) fence and the counter
   if (threadIdx.x == 0) {
     __threadfence();
@@ -175,11 +177,9 @@ __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[BM / 2], con
   math_sync<NT>();
   if (*flag) {
     __threadfence();
-#pragma unroll
-    for (int i = 0; i < BM / 2; ++i) {
-      const int m = m_lane + (i >> 2) * 8 + (i & 1), n = n_warp + ((i >> 1) & 1) * 8;
-      if (m < p.M) Op::store(p, m, n, atomicExch(ws + static_cast<long long>(m) * p.N + n, Acc(0)));
-    }
+    each([&](int m, int n, Acc) {
+      Op::store(p, m, n, atomicExch(ws + static_cast<long long>(m) * p.N + n, Acc(0)));
+    });
     if (threadIdx.x == 0) atomicExch(p.counters + tile_id, 0);
   }
   math_sync<NT>();  // flag is reused by the next tile
@@ -213,9 +213,9 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
       load_tile<BM, KT, NT, true>(s + W_BYTES, Xt, p.M - m0, k_bytes, kb);
     };
 
-    Acc acc[BM / 2];
+    Acc acc[1][BM / 2];
 #pragma unroll
-    for (int i = 0; i < BM / 2; ++i) acc[i] = Acc(0);
+    for (int i = 0; i < BM / 2; ++i) acc[0][i] = Acc(0);
 
 #pragma unroll
     for (int s = 0; s < STAGES - 2; ++s) {
@@ -229,22 +229,23 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
       if (i + STAGES - 2 < nk) load_stage((i + STAGES - 2) % STAGES, k0 + i + STAGES - 2);
       cp_async_commit();
       const unsigned sw = sbase + (i % STAGES) * STAGE + g * 64 * 128, sx = sbase + (i % STAGES) * STAGE + W_BYTES;
-      fence_acc(acc);
+      fence_acc(acc[0]);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < NSTEP; ++ks) {  // k-step ks: atom ks / 4, bytes 32 (ks % 4) of its rows
         const unsigned k_off = (ks & 3) * 32;
-        Mma::run(acc, descriptor(sw + (ks >> 2) * BW * 128 + k_off), descriptor(sx + (ks >> 2) * BM * 128 + k_off));
+        Mma::run(acc[0], descriptor(sw + (ks >> 2) * BW * 128 + k_off),
+                 descriptor(sx + (ks >> 2) * BM * 128 + k_off));
       }
       wgmma_commit();
       wgmma_wait<1>();
-      fence_acc(acc);
+      fence_acc(acc[0]);
     }
     wgmma_wait<0>();
-    fence_acc(acc);
+    fence_acc(acc[0]);
     cp_async_wait<0>();
     __syncthreads();  // every warpgroup is done with the stages before the next range refills them
-    finish_tile<Op, BM, NT>(acc, p, n0 + g * 64, m0, blockIdx.y * tiles_n + nt, k0, k1, ktiles, &last_flag);
+    finish_tile<Op, BM, NT, 1>(acc, p, n0 + g * 64, m0, blockIdx.y * tiles_n + nt, k0, k1, ktiles, &last_flag);
     it += nk;
   }
 }
@@ -285,10 +286,10 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c
       : "memory");
 }
 
-template <class Op, int BM, int WG, int STAGES, int KT>
+template <class Op, int BM, int WG, int MB, int STAGES, int KT>
 __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps, const Params& p, int k_bytes) {
-  constexpr int NT = WG * 128, BW = 64 * WG, W_BYTES = BW * KT, STAGE = (BW + BM) * KT, NSTEP = KT / 32;
-  static_assert(STAGES >= 2 && KT % 128 == 0 && BM % 16 == 0 && BM <= 256, "2+ stages, 128-byte k-atoms");
+  constexpr int NT = WG * 128, BW = 64 * WG * MB, W_BYTES = BW * KT, STAGE = (BW + BM) * KT, NSTEP = KT / 32;
+  static_assert(STAGES >= 2 && KT % 128 == 0 && BM % 16 == 0 && BW <= 256, "2+ stages, 128-byte k-atoms, box <= 256");
   using Acc = typename Op::Acc;
   using Mma = wg::Mma<typename Op::T, BM>;
 
@@ -334,29 +335,38 @@ __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps,
   for (int it = begin, iter = 0; it < end;) {
     const int nt = it / ktiles, k0 = it % ktiles;
     const int k1 = min(ktiles, k0 + (end - it)), nk = k1 - k0;
-    Acc acc[BM / 2];
+    Acc acc[MB][BM / 2];
 #pragma unroll
-    for (int i = 0; i < BM / 2; ++i) acc[i] = Acc(0);
+    for (int b = 0; b < MB; ++b)
+#pragma unroll
+      for (int i = 0; i < BM / 2; ++i) acc[b][i] = Acc(0);
     for (int i = 0; i < nk; ++i, ++iter) {
       const int s = iter % STAGES;
       mbar_wait(smem_addr(&full[s]), (iter / STAGES) & 1);
-      const unsigned sw = sbase + s * STAGE + g * 64 * 128, sx = sbase + s * STAGE + W_BYTES;
-      fence_acc(acc);
+      const unsigned sw = sbase + s * STAGE + g * MB * 64 * 128, sx = sbase + s * STAGE + W_BYTES;
+#pragma unroll
+      for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < NSTEP; ++ks) {
+      for (int ks = 0; ks < NSTEP; ++ks) {  // each k-step: one wgmma per 64-channel block, the same x slice
         const unsigned k_off = (ks & 3) * 32;
-        Mma::run(acc, descriptor(sw + (ks >> 2) * BW * 128 + k_off), descriptor(sx + (ks >> 2) * BM * 128 + k_off));
+        const unsigned long long dx = descriptor(sx + (ks >> 2) * BM * 128 + k_off);
+#pragma unroll
+        for (int b = 0; b < MB; ++b)
+          Mma::run(acc[b], descriptor(sw + b * 64 * 128 + (ks >> 2) * BW * 128 + k_off), dx);
       }
       wgmma_commit();
       wgmma_wait<1>();
-      fence_acc(acc);
+#pragma unroll
+      for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
       if (i > 0 && lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));  // k-tile iter-1 is consumed
     }
     wgmma_wait<0>();
-    fence_acc(acc);
+#pragma unroll
+    for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
     if (lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
-    finish_tile<Op, BM, NT>(acc, p, nt * BW + g * 64, m0, blockIdx.y * tiles_n + nt, k0, k1, ktiles, &last_flag);
+    finish_tile<Op, BM, NT, MB>(acc, p, nt * BW + g * MB * 64, m0, blockIdx.y * tiles_n + nt, k0, k1, ktiles,
+                                &last_flag);
     it += nk;
   }
 }
@@ -373,12 +383,13 @@ __global__ void __launch_bounds__(WG * 128, 1)
   wg::gemm<Op, BM, WG, STAGES, KT>(x, w, p, k_bytes);
 }
 
-// The TMA variant: block WG*128 + 32 (the last warp produces), maps = the two 128-byte tensor maps (W, then x) in
-// global memory; dynamic shared memory STAGES * (64*WG + BM) * KT + 1024 bytes.
-template <class Op, int BM, int WG, int STAGES, int KT>
+// The TMA variant: block WG*128 + 32 (the last warp produces), each math warpgroup MB blocks of 64 channels (a CTA
+// tile of 64*WG*MB channels, at most 256: the copy engine's box); maps = the two 128-byte tensor maps (W, then x) in
+// global memory; dynamic shared memory STAGES * (64*WG*MB + BM) * KT + 1024 bytes.
+template <class Op, int BM, int WG, int MB, int STAGES, int KT>
 __global__ void __launch_bounds__(WG * 128 + 32, 1)
     wg_gemm_tma(const unsigned char* __restrict__ maps, void* out, void* ws, int* counters, const float* sa,
                 const float* sb, int M, int N, int k_bytes) {
   const wg::Params p{out, ws, counters, sa, sb, M, N};
-  wg::gemm_tma<Op, BM, WG, STAGES, KT>(maps, p, k_bytes);
+  wg::gemm_tma<Op, BM, WG, MB, STAGES, KT>(maps, p, k_bytes);
 }

@@ -53,6 +53,7 @@ class WgTile:
     stages: int
     kt: int  # bytes of K per stage
     tma: bool = False  # a producer warp fills the stages with TMA (wg_gemm_tma) instead of every thread's cp.async
+    mb: int = 1  # blocks of 64 channels per warpgroup (TMA kernel only): 2 halves the x traffic per weight byte
 
 
 # Batch tile -> its tile. Shared memory per CTA: stages * (64 * warpgroups + bm) * kt + 1024 bytes (<= 227 KB).
@@ -71,11 +72,13 @@ def tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
     """The launch shape for batch M (pure arithmetic); `tile` overrides WG_TILES (benchmarks)."""
     bm = batch_tile(M)
     t = tile or WG_TILES[bm]
-    bn = 64 * t.warpgroups
+    bn = 64 * t.warpgroups * t.mb
     smem = t.stages * (bn + bm) * t.kt + 1024  # + slack to align the stages to 1 KB (the swizzle's period)
-    if t.stages < (2 if t.tma else 3) or t.kt % 128 or smem > SMEM_LIMIT:
+    if (t.stages < (2 if t.tma else 3) or t.kt % 128 or smem > SMEM_LIMIT or (t.mb != 1 and not t.tma)
+            or bn > 256 or t.mb * bm > 256):
         raise InputError(f"wgmma tile {t} at BM={bm} needs >= 3 stages (2 with TMA), a k-tile of whole 128-byte "
-                         f"rows and <= {SMEM_LIMIT} bytes of shared memory (it asks {smem})")
+                         f"rows, <= {SMEM_LIMIT} bytes of shared memory (it asks {smem}), mb > 1 only with TMA, "
+                         f"at most 256 channels per CTA and mb * BM <= 256 (accumulator registers)")
     threads = 128 * t.warpgroups + (32 if t.tma else 0)
     return TileConfig(bm, t.stages, -(-M // bm), smem, threads, t.kt, "wg-tma" if t.tma else "wg", bn)
 
@@ -103,10 +106,14 @@ class WgmmaRunner(TensorCoreRunner):
     def _kernel(self, cfg: TileConfig) -> Any:
         from kernels import build
 
-        key = (cfg.variant, cfg.bm, cfg.threads // 128, cfg.stages, cfg.kt)
+        wgs = cfg.threads // 128
+        key = (cfg.variant, cfg.bm, wgs, cfg.bn, cfg.stages, cfg.kt)
         if key not in self._kernels:
-            entry = "wg_gemm_tma" if cfg.variant == "wg-tma" else "wg_gemm"
-            expr = f"{entry}<wg::{self.spec.entry}, {cfg.bm}, {key[2]}, {cfg.stages}, {cfg.kt}>"
+            if cfg.variant == "wg-tma":
+                mb = cfg.bn // (64 * wgs)
+                expr = f"wg_gemm_tma<wg::{self.spec.entry}, {cfg.bm}, {wgs}, {mb}, {cfg.stages}, {cfg.kt}>"
+            else:
+                expr = f"wg_gemm<wg::{self.spec.entry}, {cfg.bm}, {wgs}, {cfg.stages}, {cfg.kt}>"
             fn = build.arch_function(self.spec.source, expr, "sm_90a", self.options)
             fn.max_dynamic_shared_size_bytes = cfg.smem_bytes
             self._kernels[key] = fn
@@ -153,6 +160,22 @@ def tma_map(ptr: int, rows: int, k_bytes: int, box_rows: int) -> bytes:
     if rc:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {rc} ({rows}x{k_bytes} bytes, box {box_rows})")
     return buf.raw[off:off + 128]
+
+
+def parse_tile(text: str) -> WgTile:
+    """"2x4x128" (warpgroups x stages x k-tile bytes, cp.async), "2x4x128xt" (TMA), "2x4x128xt2" (TMA, 2 blocks of
+    64 channels per warpgroup)."""
+    parts = text.lower().split("x")
+    try:
+        wgs, stages, kt = (int(v) for v in parts[:3])
+        tma = len(parts) == 4 and parts[3].startswith("t")
+        mb = int(parts[3][1:] or 1) if tma else 1
+        if len(parts) not in (3, 4) or (len(parts) == 4 and not tma):
+            raise ValueError
+    except ValueError:
+        raise InputError(f"bad wgmma tile {text!r}; expected WGxSTAGESxKT, optionally followed by xt or xtMB "
+                         "(e.g. 2x4x128xt2)") from None
+    return WgTile(wgs, stages, kt, tma, mb)
 
 
 def make_runner(spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None = None,

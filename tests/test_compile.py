@@ -70,8 +70,9 @@ def test_wgmma_tiles_compile_for_sm90a(op):
     _nvrtc_or_skip()
     tiles = {(bm, t.warpgroups, t.stages, t.kt) for bm, t in wgmma.WG_TILES.items()}
     tiles |= {(16, 1, 8, 128), (64, 2, 3, 128)}
-    exprs = tuple(f"{entry}<wg::{op}, {bm}, {g}, {s}, {kt}>" for bm, g, s, kt in sorted(tiles)
-                  for entry in ("wg_gemm", "wg_gemm_tma"))
+    exprs = tuple(f"wg_gemm<wg::{op}, {bm}, {g}, {s}, {kt}>" for bm, g, s, kt in sorted(tiles))
+    exprs += tuple(f"wg_gemm_tma<wg::{op}, {bm}, {g}, {mb}, {s}, {kt}>" for bm, g, s, kt in sorted(tiles)
+                   for mb in (1, 2) if mb * bm <= 256)
     r = compile_check.compile_source(source_path("wg_gemm.cu"), "sm_90a", (), exprs)
     assert r.ok, r.log
     compiled = nvrtc.compile_cubin(source_path("wg_gemm.cu").read_bytes(), "wg_gemm.cu", r.options, exprs[:1])

@@ -55,7 +55,9 @@ def test_kernel_matches_float64_reference(hopper, name, M, N, K):
 @pytest.mark.parametrize("name,tile", [("wg_bf16", (1, 8, 128)), ("wg_bf16", (2, 3, 128)), ("wg_bf16", (1, 4, 256)),
                                        ("wg_bf16", (2, 4, 128, True)), ("wg_bf16", (2, 2, 256, True)),
                                        ("wg_bf16", (1, 6, 128, True)), ("wg_fp16", (2, 4, 256, True)),
-                                       ("wg_w8a8", (2, 4, 256, True)), ("wg_fp8", (2, 4, 128, True))])
+                                       ("wg_w8a8", (2, 4, 256, True)), ("wg_fp8", (2, 4, 128, True)),
+                                       ("wg_bf16", (2, 4, 128, True, 2)), ("wg_bf16", (2, 6, 128, True, 2)),
+                                       ("wg_w8a8", (2, 5, 128, True, 2)), ("wg_fp8", (2, 4, 128, True, 2))])
 def test_other_tiles(hopper, name, tile):
     """The tiles benchmarks may force (1 warpgroup, the shallowest pipelines, the TMA kernel) are correct too, on
     single-tile, split-K and partial-batch cases."""
