@@ -1,16 +1,19 @@
-"""wgmma GEMM kernels (Hopper only, sm_90a): registry entries and their runner.
+"""wgmma GEMM kernels (Hopper only, sm_90a): registry entries and their runners.
 
-Kernels (kernels/wg_gemm.cu), y[M, N] = x[M, K] . W[N, K]^T with the weights as wgmma's A operand (64 channels per
-warpgroup) and the batch as its N (16..256 per instruction):
+Kernels (kernels/wg_gemm.cu, wg_gemm_w4a16.cu), y[M, N] = x[M, K] . W[N, K]^T with the weights as wgmma's A operand
+(64 channels per warpgroup and block) and the batch as its N (16..256 per instruction):
 - wg_bf16 / wg_fp16: 16-bit weights and activations (HGMMA), fp32 accumulation, output in the input's type.
 - wg_w8a8: int8 x int8 (IGMMA), int32 accumulation, per-channel x per-token fp32 rescale, fp16 out.
 - wg_fp8: e4m3 x e4m3 on the native FP8 tensor cores (QGMMA), fp32 accumulation, same scales, fp16 out.
+- wg_w4a16: int4 weights (tc_w4a16's packed operands) dequantized into A fragments in registers, fp16 x from shared
+  memory (HGMMA with register A), fp32 accumulation, fp16 out.
 The inputs, their quantization and the float64 references are those of the mma.sync kernels of the same scheme
 (kernels.tensorcore), so the two families are compared on identical data. The sm_90a target runs on compute
 capability 9.0 only (H100, H200, GH200), hence min_cc = max_cc = 90.
 
-The tile per batch tile BM (16..256, the smallest holding M; M > 256 is not accepted) is `WG_TILES[bm]`:
-WG warpgroups (64 * WG channels per CTA), STAGES-deep cp.async pipeline, KT bytes of K per stage.
+The tile per batch tile BM (16..256, the smallest holding M; M > 256 is not accepted) is `WG_TILES[bm]` (W4_TILES for
+w4a16): WG warpgroups, STAGES-deep pipeline, KT bytes of K per stage, cp.async by every thread or TMA by a producer
+warp (`tma`), MB blocks of 64 channels per warpgroup.
 CuPy is imported inside functions only.
 """
 
@@ -31,10 +34,18 @@ _GEOMETRY = ("wgmma m64nBMk16/k32 with the weights as A: 64*WG channels x BM bat
              "tiles summed in a 32-bit workspace by the last CTA (kernels.wgmma.WG_TILES)")
 
 
-def _spec(name: str, scheme: str, op: str, notes: str) -> KernelSpec:
+_W4_GEOMETRY = ("wgmma m64nBMk16 with the dequantized weights as A from registers: 128*WG channels x BM batch rows "
+                "per CTA (BM = 16..128, M > 128 in 128-row m-tiles), WG math warpgroups + a producer warp (bulk "
+                "copies of the packed codes and scales, a TMA box of x), STAGES-deep mbarrier pipeline of 128-deep "
+                "k-tiles; persistent stream-K grid over (n-tile, k-tile), split tiles summed in an fp32 workspace "
+                "(kernels.wgmma.W4_TILES)")
+
+
+def _spec(name: str, scheme: str, op: str, notes: str, source: str = "wg_gemm.cu",
+          geometry: str = _GEOMETRY) -> KernelSpec:
     return KernelSpec(name=name, scheme=scheme, backend="nvrtc", role="optimized",
                       runner="kernels.wgmma:make_runner", m_min=1, m_max=256, prefer_from=16, min_cc=90, max_cc=90,
-                      source="wg_gemm.cu", entry=op, geometry=_GEOMETRY, notes=notes)
+                      source=source, entry=op, geometry=geometry, notes=notes)
 
 
 SPECS: tuple[KernelSpec, ...] = (
@@ -44,6 +55,9 @@ SPECS: tuple[KernelSpec, ...] = (
           "the epilogue; fp16 output; activation quantization not timed"),
     _spec("wg_fp8", "fp8", "OpFP8", "native FP8: wgmma (QGMMA) e4m3 x e4m3 -> fp32, sm_90a; per-channel x "
           "per-token fp32 scales; fp16 output; activation quantization not timed"),
+    _spec("wg_w4a16", "w4a16", "w4", "wgmma (HGMMA) f16 with A from registers, sm_90a: int4 G=128 in the "
+          "kernels.pack_tc layout (the tc_w4a16 operands), fp16 scale + fp16 zero per group, 0x6400 dequant and one "
+          "HMUL2 by the scale per pair; fp16 x and y", source="wg_gemm_w4a16.cu", geometry=_W4_GEOMETRY),
 )
 
 
@@ -178,6 +192,67 @@ def parse_tile(text: str) -> WgTile:
     return WgTile(wgs, stages, kt, tma, mb)
 
 
+# W4A16: batch tile -> (warpgroups, stages); the k-tile is 128 deep (256 bytes of x), each warpgroup 128 channels.
+# With 2 warpgroups (9 warps) ptxas caps registers at 168 per thread and spills from BM = 32; 1 warpgroup from there.
+W4_TILES: dict[int, WgTile] = {16: WgTile(2, 10, 256, True, 2), 32: WgTile(1, 12, 256, True, 2),
+                               64: WgTile(1, 8, 256, True, 2), 128: WgTile(1, 5, 256, True, 2)}
+W4_BLOCK_BYTES = 8192 + 512  # codes and (scale, zero) pairs of one 128 x 128 block
+
+
+def w4_tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
+    bm = next((b for b in sorted(W4_TILES) if M <= b), max(W4_TILES))
+    t = tile or W4_TILES[bm]
+    stage = -(-(bm * 256 + t.warpgroups * W4_BLOCK_BYTES) // 1024) * 1024
+    smem = t.stages * stage + 1024
+    if not (t.tma and t.mb == 2 and t.kt == 256) or t.stages < 2 or smem > SMEM_LIMIT:
+        raise InputError(f"w4a16 wgmma tile {t} at BM={bm}: needs the TMA form WGxSTAGESx256xt2, >= 2 stages and <= "
+                         f"{SMEM_LIMIT} bytes of shared memory (it asks {smem})")
+    return TileConfig(bm, t.stages, -(-M // bm), smem, 128 * t.warpgroups + 32, 256, "wg-w4", 128 * t.warpgroups)
+
+
+class WgW4Runner(WgmmaRunner):
+    """Runner for wg_w4a16: the operands of tc_w4a16 (kernels.pack_tc) plus the tensor map of x."""
+
+    def config(self, M: int, K: int) -> TileConfig:
+        return w4_tile_config(M, self.tile)
+
+    def check(self, M: int, N: int, K: int) -> None:
+        check_batch(self.spec, M)
+        cfg = w4_tile_config(M, self.tile)
+        if N <= 0 or K <= 0 or N % cfg.bn or K % 128:
+            raise InputError(f"kernel {self.spec.name} needs N a multiple of {cfg.bn} and K a multiple of 128, "
+                             f"got N={N}, K={K}")
+
+    def _kernel(self, cfg: TileConfig) -> Any:
+        from kernels import build
+
+        key = (cfg.variant, cfg.bm, cfg.bn, cfg.stages)
+        if key not in self._kernels:
+            expr = f"wg_gemm_w4a16<{cfg.bm}, {cfg.bn // 128}, {cfg.stages}>"
+            fn = build.arch_function(self.spec.source, expr, "sm_90a", self.options)
+            fn.max_dynamic_shared_size_bytes = cfg.smem_bytes
+            self._kernels[key] = fn
+        return self._kernels[key]
+
+    def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
+        import cupy
+
+        problem = TensorCoreRunner.make(self, M, N, K, seed=seed, reference=reference)
+        a = problem.arrays
+        a["maps"] = cupy.asarray(np.frombuffer(tma_map(a["x"].data.ptr, M, K * 2, problem.tc_config.bm),
+                                               dtype=np.uint8))
+        return problem
+
+    def launch(self, problem: Problem) -> None:
+        a = problem.arrays
+        grid, block, smem = problem.tc_launch
+        args = (a["maps"], a["w"], a["sz"], problem.out, a["ws"], a["counters"], np.int32(problem.M),
+                np.int32(problem.N), np.int32(problem.K))
+        self._kernel(problem.tc_config)(grid, block, args, shared_mem=smem)
+
+
 def make_runner(spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None = None,
                 options: tuple[str, ...] = ()) -> WgmmaRunner:
+    if spec.scheme == "w4a16":
+        return WgW4Runner(spec, per_sm, tile, options)
     return WgmmaRunner(spec, per_sm, tile, options)

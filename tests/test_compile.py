@@ -79,6 +79,17 @@ def test_wgmma_tiles_compile_for_sm90a(op):
     assert compiled.ok and len(compiled.cubin) > 1000 and compiled.lowered[exprs[0]].startswith("_Z7wg_gemm")
 
 
+def test_wgmma_w4a16_tiles_compile_for_sm90a():
+    from kernels import wgmma
+    from kernels.build import source_path
+
+    _nvrtc_or_skip()
+    tiles = {(bm, t.warpgroups, t.stages) for bm, t in wgmma.W4_TILES.items()} | {(16, 2, 8), (64, 1, 3)}
+    exprs = tuple(f"wg_gemm_w4a16<{bm}, {g}, {s}>" for bm, g, s in sorted(tiles))
+    r = compile_check.compile_source(source_path("wg_gemm_w4a16.cu"), "sm_90a", (), exprs)
+    assert r.ok, r.log
+
+
 def test_wgmma_header_is_generated():
     from kernels import gen_wg_mma
 

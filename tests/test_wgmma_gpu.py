@@ -2,7 +2,8 @@
 
 Same protocol as the mma.sync kernels: fresh random data per case (the seed in the failure message), outputs poisoned
 with NaN before each of two launches on the same input set, the split-K workspace and tile counters left clean. Every
-batch tile of WG_TILES is reached (M = 16..256), plus M below one tile (1, 5) and partial tiles (17, 100, 200).
+batch tile of WG_TILES and W4_TILES is reached (M = 16..256; w4a16 runs M > 128 as two m-tiles), plus M below one
+tile (1, 5) and partial tiles (17, 100, 200).
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 
-KERNELS = ("wg_bf16", "wg_fp16", "wg_w8a8", "wg_fp8")
+KERNELS = ("wg_bf16", "wg_fp16", "wg_w8a8", "wg_fp8", "wg_w4a16")
 BATCHES = ((1, (4096, 11008)), (5, (22016, 4096)), (16, (22016, 4096)), (17, (4096, 11008)),
            (32, (4096, 11008)), (64, (22016, 4096)),
            (100, (4096, 11008)), (128, (12288, 4096)), (200, (4096, 4096)), (256, (22016, 4096)))
-TOLERANCE = {"wg_bf16": 6e-3, "wg_fp16": 2e-3, "wg_w8a8": 2e-3, "wg_fp8": 2e-3}
+TOLERANCE = {"wg_bf16": 6e-3, "wg_fp16": 2e-3, "wg_w8a8": 2e-3, "wg_fp8": 2e-3, "wg_w4a16": 2e-3}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,8 @@ def test_kernel_matches_float64_reference(hopper, name, M, N, K):
                                        ("wg_bf16", (1, 6, 128, True)), ("wg_fp16", (2, 4, 256, True)),
                                        ("wg_w8a8", (2, 4, 256, True)), ("wg_fp8", (2, 4, 128, True)),
                                        ("wg_bf16", (2, 4, 128, True, 2)), ("wg_bf16", (2, 6, 128, True, 2)),
-                                       ("wg_w8a8", (2, 5, 128, True, 2)), ("wg_fp8", (2, 4, 128, True, 2))])
+                                       ("wg_w8a8", (2, 5, 128, True, 2)), ("wg_fp8", (2, 4, 128, True, 2)),
+                                       ("wg_w4a16", (2, 8, 256, True, 2)), ("wg_w4a16", (1, 3, 256, True, 2))])
 def test_other_tiles(hopper, name, tile):
     """The tiles benchmarks may force (1 warpgroup, the shallowest pipelines, the TMA kernel) are correct too, on
     single-tile, split-K and partial-batch cases."""
@@ -68,7 +70,7 @@ def test_other_tiles(hopper, name, tile):
     for M, (N, K) in ((1, (4096, 4096)), (16, (4096, 4096)), (64, (4096, 11008)), (100, (12288, 4096)),
                       (256, (22016, 4096))):
         try:
-            wgmma.tile_config(M, runner.tile)
+            runner.config(M, K)
         except InputError:  # that tile does not fit this batch tile's shared memory
             continue
         seed = random.randrange(2**31)

@@ -1,0 +1,210 @@
+// Shared device code of the wgmma (sm_90a) kernels (wg_gemm*.cu): PTX wrappers (cp.async, fences, wgmma groups,
+// shared-memory matrix descriptors, mbarriers, TMA), output conversions, the epilogue Ops and the split-K epilogue.
+// No CUDA headers are included (conversions go through cvt), so NVRTC needs no include path.
+#pragma once
+#include "wg_mma.cuh"
+
+namespace wg {
+struct Params {
+  void* out;
+  void* ws;
+  int* counters;
+  const float* sa;  // per row of x (token), w8a8 and fp8
+  const float* sb;  // per row of W (channel), w8a8 and fp8
+  int M;
+  int N;
+};
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Keep the compiler from moving accumulator reads or writes across the asynchronous wgmma boundaries.
+template <int R>
+__device__ __forceinline__ void fence_acc(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int R>
+__device__ __forceinline__ void fence_acc(int (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
+
+// Shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle layout: start address, leading byte
+// offset unused (the 32 bytes of K of one wgmma lie inside one 128-byte row), 1024 bytes between 8-row groups.
+__device__ __forceinline__ unsigned long long descriptor(unsigned addr) {
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+
+// Rows [0, R) x bytes [kb, kb + KT) of a K-contiguous matrix (ld bytes per row) into the 128-byte swizzle layout:
+// K in atoms of 128 bytes, atom a of the tile at a * R * 128, row r of it at r * 128 with its 16-byte chunk c at
+// ((c ^ (r & 7)) * 16). Eight consecutive threads copy one 128-byte row: one global line, all 32 banks. Rows >= valid
+// are zeros. The tile must be 1024-byte aligned (the swizzle is a function of the address bits).
+template <int R, int KT, int NT, bool CHECK>
+__device__ __forceinline__ void load_tile(unsigned dst, const unsigned char* src, int valid, long long ld,
+                                          long long kb) {
+  constexpr int TOTAL = R * KT / 16;
+#pragma unroll
+  for (int j = 0; j < (TOTAL + NT - 1) / NT; ++j) {
+    const int i = j * NT + static_cast<int>(threadIdx.x);
+    if (TOTAL % NT != 0 && i >= TOTAL) break;
+    const int c = i & 7, row = (i >> 3) % R, a = (i >> 3) / R;
+    const bool ok = !CHECK || row < valid;
+    cp_async16(dst + a * R * 128 + row * 128 + ((c ^ (row & 7)) << 4),
+               ok ? src + row * ld + kb + a * 128 + c * 16 : src, ok ? 16 : 0);
+  }
+}
+
+__device__ __forceinline__ unsigned short f32_to_bf16(float v) {
+  unsigned short r;
+  asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(v));
+  return r;
+}
+
+__device__ __forceinline__ unsigned short f32_to_f16(float v) {
+  unsigned short r;
+  asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(v));
+  return r;
+}
+
+__device__ __forceinline__ unsigned short* out_at(const Params& p, int m, int n) {
+  return static_cast<unsigned short*>(p.out) + static_cast<long long>(m) * p.N + n;
+}
+
+struct OpBF16 {
+  using T = BF16;
+  using Acc = float;
+  __device__ __forceinline__ static void store(const Params& p, int m, int n, float v) {
+    *out_at(p, m, n) = f32_to_bf16(v);
+  }
+};
+
+struct OpFP16 {
+  using T = F16;
+  using Acc = float;
+  __device__ __forceinline__ static void store(const Params& p, int m, int n, float v) {
+    *out_at(p, m, n) = f32_to_f16(v);
+  }
+};
+
+struct OpW8A8 {  // int32 sums; per-token x per-channel scales in fp32, fp16 out
+  using T = S8;
+  using Acc = int;
+  __device__ __forceinline__ static void store(const Params& p, int m, int n, int v) {
+    *out_at(p, m, n) = f32_to_f16(static_cast<float>(v) * p.sa[m] * p.sb[n]);
+  }
+};
+
+struct OpFP8 {  // native e4m3 x e4m3 -> fp32 (QGMMA); per-token x per-channel scales, fp16 out
+  using T = E4M3;
+  using Acc = float;
+  __device__ __forceinline__ static void store(const Params& p, int m, int n, float v) {
+    *out_at(p, m, n) = f32_to_f16(v * p.sa[m] * p.sb[n]);
+  }
+};
+
+// Barrier over the NT math threads only (named barrier 1): the TMA kernel's producer warp does not take part.
+template <int NT>
+__device__ __forceinline__ void math_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(NT) : "memory");
+}
+
+// Epilogue of one tile. Warp w (of its warpgroup) holds MB accumulator blocks of 64 x BM; per n8 block j of the
+// batch, d[4j + 2h + e] = y[m][n] with m = m0 + 8 j + 2 (lane % 4) + e (batch row) and channel
+// n = n_base + WS w + BS b + lane/4 + 8 h for block b: the mma.sync C layout, transposed. (WS, BS) = (16, 64) when
+// each block is 64 consecutive channels; the w4a16 kernel's packed layout gives each warp 32 consecutive channels,
+// (32, 16).
+template <class Op, int BM, int NT, int MB, int WS = 16, int BS = 64>
+__device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2], const Params& p, int n_base,
+                                            int m0, int tile_id, int k0, int k1, int ktiles, int* flag) {
+  using Acc = typename Op::Acc;
+  const int lane = threadIdx.x & 31, n_warp = n_base + ((threadIdx.x >> 5) & 3) * WS + (lane >> 2);
+  const int m_lane = m0 + (lane & 3) * 2;
+  auto each = [&](auto&& f) {
+#pragma unroll
+    for (int b = 0; b < MB; ++b)
+#pragma unroll
+      for (int i = 0; i < BM / 2; ++i) {
+        const int m = m_lane + (i >> 2) * 8 + (i & 1), n = n_warp + b * BS + ((i >> 1) & 1) * 8;
+        if (m < p.M) f(m, n, acc[b][i]);
+      }
+  };
+  if (k0 == 0 && k1 == ktiles) {
+    each([&](int m, int n, Acc v) { Op::store(p, m, n, v); });
+    return;
+  }
+  Acc* ws = static_cast<Acc*>(p.ws);
+  each([&](int m, int n, Acc v) { atomicAdd(ws + static_cast<long long>(m) * p.N + n, v); });
+  math_sync<NT>();  // every thread's atomics precede thread 0's (cumulative) fence and the counter
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const int prev = atomicAdd(p.counters + tile_id, k1 - k0);
+    *flag = (prev + (k1 - k0) == ktiles);
+  }
+  math_sync<NT>();
+  if (*flag) {
+    __threadfence();
+    each([&](int m, int n, Acc) {
+      Op::store(p, m, n, atomicExch(ws + static_cast<long long>(m) * p.N + n, Acc(0)));
+    });
+    if (threadIdx.x == 0) atomicExch(p.counters + tile_id, 0);
+  }
+  math_sync<NT>();  // flag is reused by the next tile
+}
+
+__device__ __forceinline__ void mbar_init(unsigned bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(unsigned bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// 1-D bulk copy of `bytes` (a multiple of 16) contiguous bytes, completing on the mbarrier.
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, int bytes, unsigned bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+               ::"r"(dst), "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+}  // namespace wg
