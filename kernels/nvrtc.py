@@ -1,8 +1,9 @@
 """NVRTC called directly through ctypes: compile CUDA source to a cubin with no GPU, no CuPy, no cuda-bindings.
 
 Used by the CPU compile check (kernels.compile_check) and by kernels.build for sources that need an
-architecture-specific target CuPy's own NVRTC call does not take (sm_90a for wgmma). The library comes from the
-`nvidia-cuda-nvrtc` pip package, $CUDA_HOME/$CUDA_PATH, or /usr/local/cuda; CUDA headers (cuda_fp16.h ...) from the
+architecture-specific target CuPy's own NVRTC call does not take (sm_90a for wgmma). The library is $WORKBENCH_NVRTC
+when set (a path: to check against the NVRTC version of a GPU machine), else the one of the `nvidia-cuda-nvrtc` pip
+package, $CUDA_HOME/$CUDA_PATH, or /usr/local/cuda; CUDA headers (cuda_fp16.h ...) from the
 first include directory found among $CUDA_HOME/include, $CUDA_PATH/include, the nvidia-* pip packages' include
 folders and /usr/local/cuda/include.
 """
@@ -32,7 +33,7 @@ def _site_dirs() -> list[Path]:
 
 @cache
 def library() -> ctypes.CDLL:
-    candidates: list[str] = []
+    candidates: list[str] = [os.environ["WORKBENCH_NVRTC"]] if os.environ.get("WORKBENCH_NVRTC") else []
     for d in _site_dirs():
         candidates += sorted(glob.glob(str(d / "*" / "lib" / "libnvrtc.so*")))
         candidates += sorted(glob.glob(str(d / "*" / "bin" / "nvrtc64_*.dll")))

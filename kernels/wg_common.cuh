@@ -135,27 +135,31 @@ __device__ __forceinline__ void math_sync() {
 // n = n_base + WS w + BS b + lane/4 + 8 h for block b: the mma.sync C layout, transposed. (WS, BS) = (16, 64) when
 // each block is 64 consecutive channels; the w4a16 kernel's packed layout gives each warp 32 consecutive channels,
 // (32, 16).
+template <int BM, int MB, int WS, int BS, class Acc, class F>
+__device__ __forceinline__ void for_each_out(Acc (&acc)[MB][BM / 2], int M, int n_base, int m0, F f) {
+  const int lane = threadIdx.x & 31, n_warp = n_base + ((threadIdx.x >> 5) & 3) * WS + (lane >> 2);
+  const int m_lane = m0 + (lane & 3) * 2;
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int i = 0; i < BM / 2; ++i) {
+      const int m = m_lane + (i >> 2) * 8 + (i & 1), n = n_warp + b * BS + ((i >> 1) & 1) * 8;
+      if (m < M) f(m, n, acc[b][i]);
+    }
+}
+
 template <class Op, int BM, int NT, int MB, int WS = 16, int BS = 64>
 __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2], const Params& p, int n_base,
                                             int m0, int tile_id, int k0, int k1, int ktiles, int* flag) {
   using Acc = typename Op::Acc;
-  const int lane = threadIdx.x & 31, n_warp = n_base + ((threadIdx.x >> 5) & 3) * WS + (lane >> 2);
-  const int m_lane = m0 + (lane & 3) * 2;
-  auto each = [&](auto&& f) {
-#pragma unroll
-    for (int b = 0; b < MB; ++b)
-#pragma unroll
-      for (int i = 0; i < BM / 2; ++i) {
-        const int m = m_lane + (i >> 2) * 8 + (i & 1), n = n_warp + b * BS + ((i >> 1) & 1) * 8;
-        if (m < p.M) f(m, n, acc[b][i]);
-      }
-  };
   if (k0 == 0 && k1 == ktiles) {
-    each([&](int m, int n, Acc v) { Op::store(p, m, n, v); });
+    for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc v) { Op::store(p, m, n, v); });
     return;
   }
   Acc* ws = static_cast<Acc*>(p.ws);
-  each([&](int m, int n, Acc v) { atomicAdd(ws + static_cast<long long>(m) * p.N + n, v); });
+  for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc v) {
+    atomicAdd(ws + static_cast<long long>(m) * p.N + n, v);
+  });
   math_sync<NT>();  // every thread's atomics precede thread 0's (cumulative) fence and the counter
   if (threadIdx.x == 0) {
     __threadfence();
@@ -165,7 +169,7 @@ __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2],
   math_sync<NT>();
   if (*flag) {
     __threadfence();
-    each([&](int m, int n, Acc) {
+    for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc) {
       Op::store(p, m, n, atomicExch(ws + static_cast<long long>(m) * p.N + n, Acc(0)));
     });
     if (threadIdx.x == 0) atomicExch(p.counters + tile_id, 0);
