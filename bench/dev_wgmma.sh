@@ -28,9 +28,11 @@ bench bf16 170 python3 bench/bench_tensorcore.py --kernels wg_bf16,tc_bf16 --bat
   --wg-tiles=-,2x4x128xt,2x4x128xt2,2x5x128xt2
 bench bytes8 110 python3 bench/bench_tensorcore.py --kernels wg_w8a8,wg_fp8 --batches 16,32,64,128 --samples 6 \
   --wg-tiles=-,2x4x128xt2,2x5x128xt2
+bench w4m64 60 python3 -c "import sys; sys.path.insert(0, 'bench'); import kernels.wgmma as w; del w.W4_TILES[128]; \
+import bench_tensorcore as b; sys.exit(b.main(sys.argv[1:]))" --kernels wg_w4a16 --batches 128 --samples 6
 python3 - <<'PY'
 import csv, os
-for f in ("w4.csv", "bf16.csv", "bytes8.csv"):
+for f in ("w4.csv", "w4m64.csv", "bf16.csv", "bytes8.csv"):
     p = os.path.join(os.environ["OUT"], f)
     if not os.path.exists(p): print("missing", f); continue
     for r in csv.DictReader(open(p)):

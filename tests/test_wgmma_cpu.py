@@ -1,0 +1,69 @@
+"""The wgmma kernels' launch arithmetic and argument checks (CPU only; the kernels themselves: test_wgmma_gpu.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels import registry, wgmma
+from models.errors import InputError
+
+
+def test_batch_tile_is_the_smallest_that_holds_m():
+    assert [wgmma.tile_config(m).bm for m in (1, 16, 17, 32, 33, 100, 128, 129, 256)] == \
+        [16, 16, 32, 32, 64, 128, 128, 256, 256]
+    assert all(wgmma.tile_config(m).m_tiles == 1 for m in (1, 100, 256))
+
+
+def test_tile_config_shared_memory_threads_and_channels():
+    cfg = wgmma.tile_config(128, wgmma.WgTile(2, 4, 128, tma=True, mb=2))
+    assert (cfg.bn, cfg.threads, cfg.variant) == (256, 288, "wg-tma")
+    assert cfg.smem_bytes == 4 * (256 + 128) * 128 + 1024
+    plain = wgmma.tile_config(16, wgmma.WgTile(2, 6, 256))
+    assert (plain.bn, plain.threads, plain.variant, plain.kt) == (128, 256, "wg", 256)
+
+
+@pytest.mark.parametrize("tile,M", [(wgmma.WgTile(2, 8, 128), 256),  # 320 KB of stages
+                                    (wgmma.WgTile(2, 2, 128), 16),  # cp.async needs 3 stages
+                                    (wgmma.WgTile(2, 4, 96), 16),  # k-tile not whole 128-byte rows
+                                    (wgmma.WgTile(2, 4, 128, mb=2), 16),  # 2 blocks per warpgroup only with TMA
+                                    (wgmma.WgTile(2, 3, 128, tma=True, mb=2), 256)])  # 256 x 2 accumulators
+def test_impossible_tiles_are_refused(tile, M):
+    with pytest.raises(InputError, match="wgmma tile"):
+        wgmma.tile_config(M, tile)
+
+
+def test_parse_tile():
+    assert wgmma.parse_tile("2x4x128") == wgmma.WgTile(2, 4, 128)
+    assert wgmma.parse_tile("2x4x128xt") == wgmma.WgTile(2, 4, 128, True, 1)
+    assert wgmma.parse_tile("1x6x256XT2") == wgmma.WgTile(1, 6, 256, True, 2)
+    for bad in ("2x4", "2x4x128xq", "axbxc", "2x4x128xt2x1", ""):
+        with pytest.raises(InputError, match="bad wgmma tile"):
+            wgmma.parse_tile(bad)
+
+
+def test_w4a16_tiles():
+    assert [wgmma.w4_tile_config(m).bm for m in (1, 16, 17, 64, 100, 128, 200, 256)] == \
+        [16, 16, 32, 64, 128, 128, 128, 128]
+    assert [wgmma.w4_tile_config(m).m_tiles for m in (128, 129, 256)] == [1, 2, 2]
+    cfg = wgmma.w4_tile_config(16, wgmma.WgTile(2, 8, 256, True, 2))
+    assert (cfg.bn, cfg.threads, cfg.smem_bytes) == (256, 288, 8 * 21504 + 1024)
+    with pytest.raises(InputError, match="WGxSTAGESx256xt2"):
+        wgmma.w4_tile_config(16, wgmma.WgTile(2, 8, 128, True, 2))
+    with pytest.raises(InputError, match="shared memory"):
+        wgmma.w4_tile_config(128, wgmma.WgTile(1, 9, 256, True, 2))
+
+
+@pytest.mark.parametrize("name", ["wg_bf16", "wg_fp16", "wg_w8a8", "wg_fp8", "wg_w4a16"])
+def test_runner_refuses_bad_shapes_before_touching_the_gpu(name):
+    runner = registry.runner(name)
+    runner.check(16, 4096, 4096)
+    for M, N, K in ((0, 4096, 4096), (257, 4096, 4096), (16, 4000, 4096), (16, 4096, 4000), (16, 4096, 0)):
+        with pytest.raises(InputError):
+            runner.check(M, N, K)
+
+
+def test_specs_are_hopper_only():
+    for spec in wgmma.SPECS:
+        assert (spec.min_cc, spec.max_cc, spec.m_min, spec.m_max) == (90, 90, 1, 256)
+        assert spec.source in ("wg_gemm.cu", "wg_gemm_w4a16.cu")
+    assert "native FP8" in registry.get("wg_fp8").notes
