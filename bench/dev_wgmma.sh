@@ -2,7 +2,11 @@
 # Development call for the wgmma kernels (device machine): a smoke probe of every wg kernel, the GPU tests, timings
 # beside cuBLAS bf16 and the mma.sync kernels with tile alternatives (cp.async, TMA, 2 blocks per warpgroup; w4a16).
 # Results under $OUT: probe.txt, tests.log, bf16.csv, bytes8.csv, w4.csv (+ .log of each).
+# DEV_OUT=dir writes there instead of $OUT; SKIP_TESTS=1 skips the probe and the tests (bench/record_wg.sh ran them).
 export PYTHONPATH=. PYTHONUNBUFFERED=1
+OUT=${DEV_OUT:-$OUT}
+mkdir -p "$OUT"
+if [[ "${SKIP_TESTS:-0}" != "1" ]]; then
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
 timeout 90 python3 - <<'PY' 2>&1 | tee $OUT/probe.txt
 import cupy
@@ -19,6 +23,7 @@ for name in ("wg_w4a16", "wg_bf16"):
             print("probe", name, M, N, K, "ERROR", type(e).__name__, str(e)[:400], flush=True)
 PY
 timeout 240 python3 -m pytest -m gpu -q tests/test_wgmma_gpu.py > $OUT/tests.log 2>&1; echo "tests rc=$?"; grep -E "passed|failed|Error" $OUT/tests.log | tail -8
+fi
 bench() { tag=$1; shift; mkdir -p $OUT/$tag
   timeout "$@" --out $OUT/$tag > $OUT/$tag.log 2>&1; echo "$tag rc=$?"
   cp $OUT/$tag/bench_tensorcore.csv $OUT/$tag.csv 2>/dev/null; rm -rf $OUT/$tag; }

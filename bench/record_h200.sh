@@ -32,7 +32,9 @@ else
   OUT1=data/measurements/h200-sxm/sweep-cold.parquet
 fi
 OUT2="$SCRATCH/sweep2.parquet"
-for k in ${EXCLUDE:-}; do SWEEP+=(--exclude "$k"); done   # EXCLUDE="kernel_a kernel_b": leave broken kernels out
+EXC_ARGS=()
+for k in ${EXCLUDE:-}; do EXC_ARGS+=(--exclude "$k"); done   # EXCLUDE="kernel_a kernel_b": leave broken kernels out
+SWEEP+=("${EXC_ARGS[@]}")
 
 {
   step "environment"
@@ -80,11 +82,11 @@ if [[ "${EXTRA_SWEEPS:-0}" == "1" && "${QUICK:-0}" != "1" ]]; then
   # the lm_head shape and the L2-hot sweep, packed apart so a cut-short call still returns dataset.tgz
   {
     step "lm_head 32000x4096, L2-cold"
-    timeout 150 python3 -m workbench profile --shape 32000x4096 --fresh --no-progress \
+    timeout 150 python3 -m workbench profile --shape 32000x4096 "${EXC_ARGS[@]}" --fresh --no-progress \
       --out data/measurements/h200-sxm/lm-head-cold.parquet --calibration-dir "$CAL_DIR"
     note "lm_head sweep: exit $?"
     step "default sweep, L2-hot"
-    timeout 120 python3 -m workbench profile --hot --fresh --no-progress \
+    timeout 120 python3 -m workbench profile --hot "${EXC_ARGS[@]}" --fresh --no-progress \
       --out data/measurements/h200-sxm/sweep-hot.parquet --calibration-dir "$CAL_DIR"
     note "hot sweep: exit $?"
   } 2>&1 | tee -a "$LOG"

@@ -71,9 +71,13 @@ class WgTile:
 
 
 # Batch tile -> its tile. Shared memory per CTA: stages * (64 * warpgroups + bm) * kt + 1024 bytes (<= 227 KB).
+# Chosen before the TMA tiles were timed side by side (see docs/kernels-wgmma.md for the measurements): the TMA kernel
+# everywhere (H200, M = 128 / 256: 82 / 134 us against the cp.async kernel's 84 / 151 us on 22016x4096 under Nsight
+# Compute), 2 blocks of 64 channels per warpgroup up to BM = 128 (half the x traffic per weight byte), stages to fill
+# ~200 KB of shared memory.
 WG_TILES: dict[int, WgTile] = {
-    16: WgTile(2, 6, 256), 32: WgTile(2, 5, 256), 64: WgTile(2, 4, 256), 128: WgTile(2, 6, 128),
-    256: WgTile(2, 4, 128),
+    16: WgTile(2, 6, 128, True, 2), 32: WgTile(2, 6, 128, True, 2), 64: WgTile(2, 5, 128, True, 2),
+    128: WgTile(2, 4, 128, True, 2), 256: WgTile(2, 4, 128, True, 1),
 }
 SMEM_LIMIT = 227 * 1024
 
