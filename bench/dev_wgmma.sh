@@ -2,7 +2,8 @@
 # Development call for the wgmma kernels (device machine): a smoke probe of every wg kernel, the GPU tests, timings
 # beside cuBLAS bf16 and the mma.sync kernels with tile alternatives (cp.async, TMA, 2 blocks per warpgroup; w4a16).
 # Results under $OUT: probe.txt, tests.log, bf16.csv, bytes8.csv, w4.csv (+ .log of each).
-# DEV_OUT=dir writes there instead of $OUT; SKIP_TESTS=1 skips the probe and the tests (bench/record_wg.sh ran them).
+# DEV_OUT=dir writes there instead of $OUT; SKIP_TESTS=1 skips the probe and the tests (bench/record_wg.sh ran them);
+# AFTER_EACH=command runs after each benchmark (record_wg.sh packs what is there, so a call cut short keeps it).
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 OUT=${DEV_OUT:-$OUT}
 mkdir -p "$OUT"
@@ -26,7 +27,8 @@ timeout 240 python3 -m pytest -m gpu -q tests/test_wgmma_gpu.py > $OUT/tests.log
 fi
 bench() { tag=$1; shift; mkdir -p $OUT/$tag
   timeout "$@" --out $OUT/$tag > $OUT/$tag.log 2>&1; echo "$tag rc=$?"
-  cp $OUT/$tag/bench_tensorcore.csv $OUT/$tag.csv 2>/dev/null; rm -rf $OUT/$tag; }
+  cp $OUT/$tag/bench_tensorcore.csv $OUT/$tag.csv 2>/dev/null; rm -rf $OUT/$tag
+  if [[ -n "${AFTER_EACH:-}" ]]; then eval "$AFTER_EACH"; fi; }
 bench w4 150 python3 bench/bench_tensorcore.py --kernels wg_w4a16,tc_w4a16 --batches 16,32,64,128 --samples 6 \
   --wg-tiles=-,2x8x256xt2,1x6x256xt2
 bench bf16 170 python3 bench/bench_tensorcore.py --kernels wg_bf16,tc_bf16 --batches 16,32,64,128,256 --samples 6 \
