@@ -15,11 +15,12 @@ echo "wgmma GPU tests: $(tail -1 "$DEV/wgmma-tests.log"); left out of the record
 EXCLUDE="$EXC" EXTRA_SWEEPS=1 GPU_TESTS="tests/test_gemv_gpu.py tests/test_tensorcore_gpu.py tests/test_profiler_gpu.py" \
   timeout 430 bash bench/record_h200.sh > "$DEV/record-stdout.log" 2>&1
 echo "record rc=$? at ${SECONDS} s"; tail -25 "$DEV/record-stdout.log"
-pack() { (cd "$DEV" && tar czf "$OUT/dev.tgz.tmp" . && mv "$OUT/dev.tgz.tmp" "$OUT/dev.tgz"); }
+PACK_TO=$OUT
+pack() { (cd "$DEV" && tar czf "$PACK_TO/dev.tgz.tmp" . && mv "$PACK_TO/dev.tgz.tmp" "$PACK_TO/dev.tgz"); }
 pack
 left=$((${DEADLINE:-540} - SECONDS))
 if (( left > 30 )); then
-  export -f pack; export DEV OUT
+  export -f pack; export DEV PACK_TO
   DEV_OUT="$DEV" SKIP_TESTS=1 AFTER_EACH=pack timeout "$left" bash bench/dev_wgmma.sh 2>&1 | tail -80
 fi
 pack
