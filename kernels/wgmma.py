@@ -71,13 +71,12 @@ class WgTile:
 
 
 # Batch tile -> its tile. Shared memory per CTA: stages * (64 * warpgroups + bm) * kt + 1024 bytes (<= 227 KB).
-# Chosen before the TMA tiles were timed side by side (see docs/kernels-wgmma.md for the measurements): the TMA kernel
-# everywhere (H200, M = 128 / 256: 82 / 134 us against the cp.async kernel's 84 / 151 us on 22016x4096 under Nsight
-# Compute), 2 blocks of 64 channels per warpgroup up to BM = 128 (half the x traffic per weight byte), stages to fill
-# ~200 KB of shared memory.
+# From the H200 tile benchmarks (docs/kernels-wgmma.md): the cp.async kernel to BM = 128 (the TMA kernel was not
+# faster there, and two 64-channel blocks per warpgroup were slower at every BM), the TMA kernel at BM = 256
+# (22016x4096: 130 us against 151 us).
 WG_TILES: dict[int, WgTile] = {
-    16: WgTile(2, 6, 128, True, 2), 32: WgTile(2, 6, 128, True, 2), 64: WgTile(2, 5, 128, True, 2),
-    128: WgTile(2, 4, 128, True, 2), 256: WgTile(2, 4, 128, True, 1),
+    16: WgTile(2, 6, 256), 32: WgTile(2, 5, 256), 64: WgTile(2, 4, 256), 128: WgTile(2, 6, 128),
+    256: WgTile(2, 4, 128, True, 1),
 }
 SMEM_LIMIT = 227 * 1024
 
@@ -198,8 +197,9 @@ def parse_tile(text: str) -> WgTile:
 
 # W4A16: batch tile -> (warpgroups, stages); the k-tile is 128 deep (256 bytes of x), each warpgroup 128 channels.
 # With 2 warpgroups (9 warps) ptxas caps registers at 168 per thread and spills from BM = 32; 1 warpgroup from there.
-W4_TILES: dict[int, WgTile] = {16: WgTile(2, 10, 256, True, 2), 32: WgTile(1, 12, 256, True, 2),
-                               64: WgTile(1, 8, 256, True, 2), 128: WgTile(1, 5, 256, True, 2)}
+# Measured: 1 warpgroup and 6 stages beat 2 warpgroups and 8-10 stages, and 12 / 8 stages at BM 32 / 64.
+W4_TILES: dict[int, WgTile] = {16: WgTile(1, 6, 256, True, 2), 32: WgTile(1, 6, 256, True, 2),
+                               64: WgTile(1, 6, 256, True, 2), 128: WgTile(1, 5, 256, True, 2)}
 W4_BLOCK_BYTES = 8192 + 512  # codes and (scale, zero) pairs of one 128 x 128 block
 
 
