@@ -16,7 +16,7 @@ from models.errors import InputError, unknown
 PROVIDERS = (
     "kernels.gemv",  # GEMV-class kernels, batch 1-16 (and the chapter's reference kernels)
     "kernels.tensorcore",  # mma.sync GEMM kernels, batch 16-256
-    "kernels.wgmma",  # wgmma GEMM kernels (sm_90a: H100 / H200 only), batch 16-256
+    "kernels.wgmma",  # wgmma GEMM kernels (sm_90a: H100 / H200 only), batch 1-256, preferred from 16
     "kernels.peers",  # cuBLAS through CuPy, torch's kernels
 )
 
