@@ -44,6 +44,13 @@ def library() -> ctypes.CDLL:
     for c in candidates:
         if "builtins" in c:
             continue
+        # some NVRTC releases (13.0) dlopen their builtins library by name only: load the one beside it first
+        for builtins in sorted(glob.glob(os.path.join(os.path.dirname(c), "libnvrtc-builtins.so*"))):
+            if ".alt." not in builtins:
+                try:
+                    ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
+                except OSError:
+                    pass
         try:
             return ctypes.CDLL(c)
         except OSError:
