@@ -128,6 +128,21 @@ def _tab(page, view: str) -> None:
     page.locator(".tab", has_text=VIEWS[view]).first.click()
 
 
+def _stable_text(page, selector: str, polls: int = 3, every_ms: int = 250) -> str:
+    """The text of `selector` once no Dash callback is loading and it reads the same `polls` times in a row (a view
+    reached right after other controls changed may still be redrawing for their earlier state)."""
+    last, same = None, 0
+    for _ in range(80):
+        page.wait_for_function("() => !document.querySelector('[data-dash-is-loading=\"true\"]')")
+        text = page.inner_text(selector)
+        same = same + 1 if text == last else 1
+        last = text
+        if same >= polls:
+            return text
+        page.wait_for_timeout(every_ms)
+    raise AssertionError(f"{selector} kept changing: last read {last!r}")
+
+
 def test_first_paint_and_every_view_screenshot(page):
     SHOTS.mkdir(parents=True, exist_ok=True)
     print(f"browser first paint (goto -> roofline drawn): {page.first_paint_s * 1e3:.0f} ms")
@@ -169,7 +184,7 @@ def test_csv_download_is_the_table_rows(page):
     _tab(page, "table")
     page.wait_for_selector("#tbl-comparison table")
     page.wait_for_function("() => /^\\d+ rows/.test(document.querySelector('#tbl-count').innerText)")
-    count = int(page.inner_text("#tbl-count").split(" ", 1)[0])
+    count = int(_stable_text(page, "#tbl-count").split(" ", 1)[0])
     with page.expect_download() as info:
         page.click("#btn-download")
     download = info.value
