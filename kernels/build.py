@@ -47,15 +47,11 @@ def _cubin_cache_dir() -> Path:
     return Path(os.environ.get("WORKBENCH_CUBIN_CACHE", Path.home() / ".cache" / "roofline-workbench" / "cubin"))
 
 
-@cache
-def arch_function(name: str, expression: str, arch: str, extra_options: tuple[str, ...] = ()) -> Any:
-    """Template instance `expression` of kernels/<name>, compiled for an architecture-specific target (sm_90a, which
-    wgmma needs and CuPy's own NVRTC call does not name) by kernels.nvrtc, and loaded into CuPy from the cubin.
-
-    Cubins are cached on disk by a hash of the source, every header of kernels/, the options and the expression.
-    """
-    import cupy
-
+def cached_cubin(name: str, expression: str, arch: str, extra_options: tuple[str, ...] = ()) -> tuple[Path, str]:
+    """(cubin path, mangled entry name) of template instance `expression` of kernels/<name> compiled for `arch` by
+    kernels.nvrtc (no GPU needed). Cubins are cached on disk ($WORKBENCH_CUBIN_CACHE, else ~/.cache/...) by a hash of
+    the source, every header of kernels/, the options and the expression; a compile error raises RuntimeError with
+    NVRTC's log."""
     from kernels import nvrtc
 
     include = nvrtc.include_dir()
@@ -76,5 +72,14 @@ def arch_function(name: str, expression: str, arch: str, extra_options: tuple[st
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_bytes(data)
             tmp.replace(path)
-    lowered = json.loads(meta.read_text())[expression]
+    return cubin, json.loads(meta.read_text())[expression]
+
+
+@cache
+def arch_function(name: str, expression: str, arch: str, extra_options: tuple[str, ...] = ()) -> Any:
+    """Template instance `expression` of kernels/<name>, compiled for an architecture-specific target (sm_90a, which
+    wgmma needs and CuPy's own NVRTC call does not name) by `cached_cubin`, and loaded into CuPy from the cubin."""
+    import cupy
+
+    cubin, lowered = cached_cubin(name, expression, arch, extra_options)
     return cupy.RawModule(path=str(cubin)).get_function(lowered)

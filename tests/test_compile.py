@@ -94,3 +94,20 @@ def test_wgmma_header_is_generated():
     from kernels import gen_wg_mma
 
     assert gen_wg_mma.HEADER.read_text() == gen_wg_mma.render(), "run: python -m kernels.gen_wg_mma"
+
+
+def test_cached_cubin_compiles_once_and_reports_errors(tmp_path, monkeypatch):
+    """kernels.build's sm_90a path without a GPU: the cubin is written once and reused; a bad instance raises with
+    NVRTC's log."""
+    from kernels import build
+
+    _nvrtc_or_skip()
+    monkeypatch.setenv("WORKBENCH_CUBIN_CACHE", str(tmp_path))
+    expr = "wg_gemm_w4a16<16, 1, 6>"
+    cubin, lowered = build.cached_cubin("wg_gemm_w4a16.cu", expr, "sm_90a")
+    assert cubin.parent == tmp_path and cubin.stat().st_size > 1000 and lowered.startswith("_Z13wg_gemm_w4a16")
+    stamp = cubin.stat().st_mtime_ns
+    assert build.cached_cubin("wg_gemm_w4a16.cu", expr, "sm_90a") == (cubin, lowered)
+    assert cubin.stat().st_mtime_ns == stamp  # served from the cache
+    with pytest.raises(RuntimeError, match="NVRTC could not compile"):
+        build.cached_cubin("wg_gemm_w4a16.cu", "wg_gemm_w4a16<16, 1, 1>", "sm_90a")  # static_assert: 2+ stages
