@@ -20,6 +20,7 @@ CuPy is imported inside functions only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -160,12 +161,19 @@ class WgmmaRunner(TensorCoreRunner):
         self._kernel(problem.tc_config)(grid, block, args, shared_mem=smem)
 
 
+@cache
+def _libcuda() -> Any:
+    import ctypes
+
+    return ctypes.CDLL("libcuda.so.1")
+
+
 def tma_map(ptr: int, rows: int, k_bytes: int, box_rows: int) -> bytes:
     """The 128-byte CUtensorMap of a rows x k_bytes row-major byte matrix at device address ptr: boxes of 128 bytes x
     box_rows rows, 128-byte swizzle, zeros outside the matrix (cuTensorMapEncodeTiled of the driver, via ctypes)."""
     import ctypes
 
-    lib = ctypes.CDLL("libcuda.so.1")
+    lib = _libcuda()
     buf = ctypes.create_string_buffer(128 + 64)
     base = ctypes.addressof(buf)
     off = (-base) % 64  # the map must be 64-byte aligned

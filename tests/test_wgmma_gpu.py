@@ -35,19 +35,26 @@ def _poison(cp, out) -> None:
         out.fill(float("nan"))
 
 
+def _launch_error(cp, runner, problem) -> float:
+    """Poison the output, launch once, and return the relative error against the float64 reference."""
+    from kernels import reference
+
+    _poison(cp, problem.out)
+    runner.launch(problem)
+    cp.cuda.runtime.deviceSynchronize()
+    return reference.rel_error(runner.output(problem), problem.ref)
+
+
 @pytest.mark.parametrize("name", KERNELS)
 @pytest.mark.parametrize("M,N,K", [(M, N, K) for M, (N, K) in BATCHES])
 def test_kernel_matches_float64_reference(hopper, name, M, N, K):
-    from kernels import reference, registry
+    from kernels import registry
 
     runner = registry.runner(name)
     seed = random.randrange(2**31)
     problem = runner.make(M, N, K, seed=seed, reference=True)
     for attempt in range(2):
-        _poison(hopper, problem.out)
-        runner.launch(problem)
-        hopper.cuda.runtime.deviceSynchronize()
-        err = reference.rel_error(runner.output(problem), problem.ref)
+        err = _launch_error(hopper, runner, problem)
         assert err < TOLERANCE[name], f"{name} M={M} {N}x{K} seed {seed} launch {attempt}: rel error {err:.3g}"
     assert int(hopper.count_nonzero(problem.arrays["counters"])) == 0
     assert float(hopper.abs(problem.arrays["ws"]).max()) == 0.0
@@ -63,7 +70,7 @@ def test_kernel_matches_float64_reference(hopper, name, M, N, K):
 def test_other_tiles(hopper, name, tile):
     """The tiles benchmarks may force (1 warpgroup, the shallowest pipelines, the TMA kernel) are correct too, on
     single-tile, split-K and partial-batch cases."""
-    from kernels import reference, registry, wgmma
+    from kernels import registry, wgmma
     from models.errors import InputError
 
     runner = wgmma.make_runner(registry.get(name), tile=wgmma.WgTile(*tile))
@@ -75,10 +82,7 @@ def test_other_tiles(hopper, name, tile):
             continue
         seed = random.randrange(2**31)
         problem = runner.make(M, N, K, seed=seed, reference=True)
-        _poison(hopper, problem.out)
-        runner.launch(problem)
-        hopper.cuda.runtime.deviceSynchronize()
-        err = reference.rel_error(runner.output(problem), problem.ref)
+        err = _launch_error(hopper, runner, problem)
         assert err < TOLERANCE[name], f"{name} tile {tile} M={M} {N}x{K} seed {seed}: rel error {err:.3g}"
         assert int(hopper.count_nonzero(problem.arrays["counters"])) == 0
 
