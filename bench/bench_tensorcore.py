@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"FAILED {name} {var} M={M} {shape}: {type(exc).__name__}: {exc}", file=sys.stderr)
                         continue
                     st = sorted(t)
-                    tile = f"{cfg.bm}x{cfg.m_tiles}/{cfg.threads}t/{cfg.stages}s/{cfg.kt}B"
+                    tile = f"{cfg.bm}x{cfg.m_tiles}/{cfg.bn}n/{cfg.threads}t/{cfg.stages}s/{cfg.kt}B"
                     rows.append(dict(N=N, K=K, M=M, kernel=name, variant=cfg.variant, tile=tile,
                                      per_sm=ps or "auto", grid=f"{launch[0]}",
                                      time_s=statistics.median(t), p10_s=st[len(st) // 10],

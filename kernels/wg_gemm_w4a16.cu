@@ -15,9 +15,13 @@
 // completing on the stage's "full" mbarrier; the math warps read the codes into registers (four 16-byte loads),
 // dequantize two k-steps at a time into one of two register sets and issue their wgmmas, keeping one wgmma group in
 // flight while the next set is dequantized, and hand the stage back through its "empty" mbarrier. Stream-K over
-// (n-tile of 128 * WG channels, k-tile of 128) as in wg_gemm.cu; split tiles summed in an fp32 workspace.
+// (n-tile of 64 * WG * MB channels, k-tile of 128) as in wg_gemm.cu; split tiles summed in an fp32 workspace.
 //
-// Entry: template wg_gemm_w4a16<BM, WG, STAGES> (kernels/wgmma.py instantiates it by name expression).
+// Channels per warpgroup: MB = 2 (a warpgroup takes a whole 128-channel block, both row blocks) or MB = 1 (the two
+// row blocks np = 0, 1 of a block go to two warpgroups: half the dequantization and the accumulators per warpgroup,
+// two independent wgmma chains per block; the warpgroup reads its words of each 16-byte load and drops the others).
+//
+// Entry: template wg_gemm_w4a16<BM, WG, MB, STAGES> (kernels/wgmma.py instantiates it by name expression).
 #include "wg_common.cuh"
 
 namespace wg {
@@ -50,16 +54,18 @@ __device__ __forceinline__ unsigned hfma2(unsigned a, unsigned b, unsigned c) {
   return d;
 }
 
-// Per column fragment nf (channel w*32 + 8 nf + lane/4): the scale and the two zero terms as fp16 pairs.
+// Per column fragment nf of the warpgroup (channel w*32 + 8 nf' + lane/4 for the block's fragment nf'): the scale
+// and the two zero terms as fp16 pairs. NF = 4 when the warpgroup takes both row blocks of its channels, 2 when one.
+template <int NF>
 struct GroupScale {
-  unsigned s[4], zlo[4], zhi[4];
+  unsigned s[NF], zlo[NF], zhi[NF];
 };
 
-__device__ __forceinline__ GroupScale group_scale(uint4 sz) {
-  const unsigned v[4] = {sz.x, sz.y, sz.z, sz.w};  // (scale, zero) fp16 pairs
-  GroupScale r;
+template <int NF>
+__device__ __forceinline__ GroupScale<NF> group_scale(const unsigned (&v)[NF]) {  // (scale, zero) fp16 pairs
+  GroupScale<NF> r;
 #pragma unroll
-  for (int nf = 0; nf < 4; ++nf) {
+  for (int nf = 0; nf < NF; ++nf) {
     const unsigned z = __byte_perm(v[nf], 0u, 0x3232);
     r.s[nf] = __byte_perm(v[nf], 0u, 0x1010);
     r.zlo[nf] = hadd2(z, 0x64006400u);           // 1024 + z
@@ -69,40 +75,34 @@ __device__ __forceinline__ GroupScale group_scale(uint4 sz) {
 }
 
 // One code word -> the low (k 2t..2t+1) and high (k 2t+8..) fp16 pairs of (q - z) * s for column fragment nf.
-__device__ __forceinline__ void dequant(unsigned w, const GroupScale& g, int nf, unsigned& lo, unsigned& hi) {
+template <int NF>
+__device__ __forceinline__ void dequant(unsigned w, const GroupScale<NF>& g, int nf, unsigned& lo, unsigned& hi) {
   lo = hmul2(hsub2(lop3_and_or(w, 0x000F000Fu, 0x64006400u), g.zlo[nf]), g.s[nf]);
   hi = hmul2(hfma2(lop3_and_or(w, 0x00F000F0u, 0x64006400u), 0x2C002C00u, g.zhi[nf]), g.s[nf]);  // 1024+16q: /16
 }
 
-// The A fragments of k-steps 2j and 2j+1 for both row blocks np from the word quadruple q (q[jj*2 + np]).
-__device__ __forceinline__ void dequant_pair_of_steps(const uint4& q, const GroupScale& g, unsigned (&a)[2][2][4]) {
-  const unsigned qw[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-  for (int jj = 0; jj < 2; ++jj)
-#pragma unroll
-    for (int np = 0; np < 2; ++np) {
-      const unsigned w = qw[jj * 2 + np];
-      dequant(w, g, 2 * np, a[jj][np][0], a[jj][np][2]);           // rows lane/4: k lo, k hi
-      dequant(w >> 8, g, 2 * np + 1, a[jj][np][1], a[jj][np][3]);  // rows lane/4 + 8
-    }
+// The A fragment of one wgmma (rows lane/4 and lane/4 + 8 of the warp's 16) from the code word of its row block.
+template <int NF>
+__device__ __forceinline__ void dequant_step(unsigned w, const GroupScale<NF>& g, int nf0, unsigned (&a)[4]) {
+  dequant(w, g, nf0, a[0], a[2]);           // rows lane/4: k lo, k hi
+  dequant(w >> 8, g, nf0 + 1, a[1], a[3]);  // rows lane/4 + 8
 }
 
-template <int R>
-__device__ __forceinline__ void fence_regs(unsigned (&r)[2][2][R]) {
+__device__ __forceinline__ void fence_regs(unsigned (&r)[4][4]) {
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int k = 0; k < R; ++k) asm volatile("" : "+r"(r[i][j][k])::"memory");
+    for (int k = 0; k < 4; ++k) asm volatile("" : "+r"(r[i][k])::"memory");
 }
 
-template <int BM, int WG, int STAGES>
+template <int BM, int WG, int MB, int STAGES>
 __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map_x, const unsigned char* __restrict__ Wq,
                                            const unsigned char* __restrict__ SZ, const Params& p, int K) {
-  constexpr int NT = WG * 128, BW = 128 * WG, X_BYTES = BM * 256;
-  constexpr int STAGE = (X_BYTES + WG * (W4_BLOCK + W4_SCALES) + 1023) / 1024 * 1024;
+  constexpr int NT = WG * 128, NB = WG * MB / 2, BW = 128 * NB, X_BYTES = BM * 256, NF = 2 * MB;
+  constexpr int STAGE = (X_BYTES + NB * (W4_BLOCK + W4_SCALES) + 1023) / 1024 * 1024;
+  constexpr int GROUPS = 2 * MB;  // wgmma groups per k-tile, 4 wgmmas each (MB = 2: 2 k-steps x 2 row blocks)
   static_assert(BM % 16 == 0 && BM <= 128 && STAGES >= 2, "BM 16..128, 2+ stages");
+  static_assert((MB == 1 || MB == 2) && (WG * MB) % 2 == 0, "whole 128-channel blocks per CTA");
   using Mma = MmaRA<BM>;
 
   extern __shared__ __align__(128) unsigned char smem[];
@@ -131,14 +131,14 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
         const int s = iter % STAGES, nt = it / ktiles, kt = it % ktiles;
         const unsigned st = sbase + s * STAGE, bar = smem_addr(&full[s]);
         mbar_wait(smem_addr(&empty[s]), ((iter / STAGES) & 1) ^ 1);
-        mbar_expect_tx(bar, X_BYTES + WG * (W4_BLOCK + W4_SCALES));
+        mbar_expect_tx(bar, X_BYTES + NB * (W4_BLOCK + W4_SCALES));
         tma_load_2d(st, map_x, kt * 256, m0, bar);
         tma_load_2d(st + BM * 128, map_x, kt * 256 + 128, m0, bar);
 #pragma unroll
-        for (int g = 0; g < WG; ++g) {
-          const long long blk = static_cast<long long>(nt * WG + g) * ktiles + kt;
-          bulk_load(st + X_BYTES + g * W4_BLOCK, Wq + blk * W4_BLOCK, W4_BLOCK, bar);
-          bulk_load(st + X_BYTES + WG * W4_BLOCK + g * W4_SCALES, SZ + blk * W4_SCALES, W4_SCALES, bar);
+        for (int b = 0; b < NB; ++b) {
+          const long long blk = static_cast<long long>(nt * NB + b) * ktiles + kt;
+          bulk_load(st + X_BYTES + b * W4_BLOCK, Wq + blk * W4_BLOCK, W4_BLOCK, bar);
+          bulk_load(st + X_BYTES + NB * W4_BLOCK + b * W4_SCALES, SZ + blk * W4_SCALES, W4_SCALES, bar);
         }
       }
     }
@@ -146,12 +146,13 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
   }
 
   const int g = warp >> 2, w = warp & 3;
+  const int blk = MB == 2 ? g : g >> 1, np0 = MB == 2 ? 0 : (g & 1);  // the block, the first row block
   for (int it = begin, iter = 0; it < end;) {
     const int nt = it / ktiles, k0 = it % ktiles;
     const int k1 = min(ktiles, k0 + (end - it)), nk = k1 - k0;
-    float acc[2][BM / 2];
+    float acc[MB][BM / 2];
 #pragma unroll
-    for (int b = 0; b < 2; ++b)
+    for (int b = 0; b < MB; ++b)
 #pragma unroll
       for (int i = 0; i < BM / 2; ++i) acc[b][i] = 0.0f;
     for (int i = 0; i < nk; ++i, ++iter) {
@@ -159,51 +160,67 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
       const unsigned st = sbase + s * STAGE;
       mbar_wait(smem_addr(&full[s]), (iter / STAGES) & 1);
       const unsigned char* stage = smem + (st - smem_addr(smem));
-      const uint4* codes = reinterpret_cast<const uint4*>(stage + X_BYTES + g * W4_BLOCK) + w * 128 + lane;
-      const GroupScale gs = group_scale(*reinterpret_cast<const uint4*>(
-          stage + X_BYTES + WG * W4_BLOCK + g * W4_SCALES + (w * 8 + (lane >> 2)) * 16));
-      unsigned a[2][2][2][4];  // [register set][jj][np][fragment]
+      const uint4* codes = reinterpret_cast<const uint4*>(stage + X_BYTES + blk * W4_BLOCK) + w * 128 + lane;
+      const uint4 sz = *reinterpret_cast<const uint4*>(stage + X_BYTES + NB * W4_BLOCK + blk * W4_SCALES +
+                                                       (w * 8 + (lane >> 2)) * 16);
+      unsigned szw[NF];
+      if constexpr (MB == 2) {
+        szw[0] = sz.x, szw[1] = sz.y, szw[2] = sz.z, szw[3] = sz.w;
+      } else {
+        szw[0] = np0 ? sz.z : sz.x, szw[1] = np0 ? sz.w : sz.y;
+      }
+      const GroupScale<NF> gs = group_scale<NF>(szw);
+      unsigned a[2][4][4];  // [register set][wgmma of the group][fragment]
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        wgmma_wait<1>();  // the group two back, which read register set j % 2, has completed
-        if (j == 1 && i > 0 && lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
-        dequant_pair_of_steps(codes[j * 32], gs, a[j & 1]);
-        fence_regs(a[j & 1]);
+      for (int gi = 0; gi < GROUPS; ++gi) {
+        wgmma_wait<1>();  // the group two back, which read register set gi % 2, has completed
+        if (gi == 1 && i > 0 && lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
+        unsigned (&f)[4][4] = a[gi & 1];
+        if constexpr (MB == 2) {  // word e of load j: k-step 2j + e/2, row block e % 2
+          const uint4 qv = codes[gi * 32];
+          const unsigned qw[4] = {qv.x, qv.y, qv.z, qv.w};
 #pragma unroll
-        for (int b = 0; b < 2; ++b) fence_acc(acc[b]);
+          for (int m = 0; m < 4; ++m) dequant_step(qw[m], gs, 2 * (m & 1), f[m]);
+        } else {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint4 qv = codes[(2 * gi + h) * 32];
+            dequant_step(np0 ? qv.y : qv.x, gs, 0, f[2 * h]);
+            dequant_step(np0 ? qv.w : qv.z, gs, 0, f[2 * h + 1]);
+          }
+        }
+        fence_regs(f);
+#pragma unroll
+        for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
         wgmma_fence();
 #pragma unroll
-        for (int jj = 0; jj < 2; ++jj) {
-          const int ks = 2 * j + jj;  // x bytes 32 ks: atom ks / 4, offset 32 (ks % 4)
+        for (int m = 0; m < 4; ++m) {
+          const int ks = MB == 2 ? 2 * gi + (m >> 1) : 4 * gi + m;  // x bytes 32 ks: atom ks / 4, offset 32 (ks % 4)
           const unsigned long long dx = descriptor(st + (ks >> 2) * BM * 128 + (ks & 3) * 32);
-#pragma unroll
-          for (int np = 0; np < 2; ++np) {
-            const unsigned* f = a[j & 1][jj][np];
-            Mma::run(acc[np], f[0], f[1], f[2], f[3], dx);
-          }
+          Mma::run(acc[MB == 2 ? (m & 1) : 0], f[m][0], f[m][1], f[m][2], f[m][3], dx);
         }
         wgmma_commit();
       }
     }
     wgmma_wait<0>();
 #pragma unroll
-    for (int b = 0; b < 2; ++b) fence_acc(acc[b]);
+    for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
     if (lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
-    finish_tile<OpFP16, BM, NT, 2, 32, 16>(acc, p, nt * BW + g * 128, m0, blockIdx.y * tiles_n + nt, k0, k1, ktiles,
-                                          &last_flag);
+    finish_tile<OpFP16, BM, NT, MB, 32, 16>(acc, p, nt * BW + blk * 128 + np0 * 16, m0, blockIdx.y * tiles_n + nt,
+                                           k0, k1, ktiles, &last_flag);
     it += nk;
   }
 }
 
 }  // namespace wg
 
-// grid (CTAs, m-tiles), block WG*128 + 32 (the last warp produces); map_x = the 128-byte tensor map of x (fp16,
-// viewed as bytes) in global memory; w / sz = kernels.pack_tc's words and (scale, zero) pairs; dynamic shared memory
-// STAGES * round_up(BM*256 + WG*8704, 1024) + 1024 bytes; N a multiple of 128*WG, K of 128.
-template <int BM, int WG, int STAGES>
+// grid (CTAs, m-tiles), block WG*128 + 32 (the last warp produces), 64*WG*MB channels per CTA; map_x = the 128-byte
+// tensor map of x (fp16, viewed as bytes) in global memory; w / sz = kernels.pack_tc's words and (scale, zero) pairs; dynamic shared memory
+// STAGES * round_up(BM*256 + NB*8704, 1024) + 1024 bytes with NB = WG*MB/2 blocks; N a multiple of 128*NB, K of 128.
+template <int BM, int WG, int MB, int STAGES>
 __global__ void __launch_bounds__(WG * 128 + 32, 1)
     wg_gemm_w4a16(const unsigned char* __restrict__ map_x, const unsigned char* __restrict__ w,
                   const unsigned char* __restrict__ sz, void* out, void* ws, int* counters, int M, int N, int K) {
   const wg::Params p{out, ws, counters, nullptr, nullptr, M, N};
-  wg::gemm_w4a16<BM, WG, STAGES>(map_x, w, sz, p, K);
+  wg::gemm_w4a16<BM, WG, MB, STAGES>(map_x, w, sz, p, K);
 }

@@ -203,8 +203,9 @@ def parse_tile(text: str) -> WgTile:
     return WgTile(wgs, stages, kt, tma, mb)
 
 
-# W4A16: batch tile -> (warpgroups, stages); the k-tile is 128 deep (256 bytes of x), each warpgroup 128 channels.
-# With 2 warpgroups (9 warps) ptxas caps registers at 168 per thread and spills from BM = 32; 1 warpgroup from there.
+# W4A16: batch tile -> its tile. The k-tile is 128 deep (256 bytes of x); mb = 2: each warpgroup a whole 128-channel
+# block, mb = 1: two warpgroups share a block (one row block of 64 channels each), so warpgroups * mb is even.
+# With 2 warpgroups of mb 2 (9 warps) ptxas caps registers at 168 per thread and spills from BM = 32.
 # Measured: 1 warpgroup and 6 stages beat 2 warpgroups and 8-10 stages, and 12 / 8 stages at BM 32 / 64.
 W4_TILES: dict[int, WgTile] = {16: WgTile(1, 6, 256, True, 2), 32: WgTile(1, 6, 256, True, 2),
                                64: WgTile(1, 6, 256, True, 2), 128: WgTile(1, 5, 256, True, 2)}
@@ -214,12 +215,14 @@ W4_BLOCK_BYTES = 8192 + 512  # codes and (scale, zero) pairs of one 128 x 128 bl
 def w4_tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
     bm = next((b for b in sorted(W4_TILES) if M <= b), max(W4_TILES))
     t = tile or W4_TILES[bm]
-    stage = -(-(bm * 256 + t.warpgroups * W4_BLOCK_BYTES) // 1024) * 1024
+    blocks = t.warpgroups * t.mb // 2
+    stage = -(-(bm * 256 + blocks * W4_BLOCK_BYTES) // 1024) * 1024
     smem = t.stages * stage + 1024
-    if not (t.tma and t.mb == 2 and t.kt == 256) or t.stages < 2 or smem > SMEM_LIMIT:
-        raise InputError(f"w4a16 wgmma tile {t} at BM={bm}: needs the TMA form WGxSTAGESx256xt2, >= 2 stages and <= "
-                         f"{SMEM_LIMIT} bytes of shared memory (it asks {smem})")
-    return TileConfig(bm, t.stages, -(-M // bm), smem, 128 * t.warpgroups + 32, 256, "wg-w4", 128 * t.warpgroups)
+    if (not (t.tma and t.mb in (1, 2) and t.kt == 256) or (t.warpgroups * t.mb) % 2 or t.stages < 2
+            or smem > SMEM_LIMIT):
+        raise InputError(f"w4a16 wgmma tile {t} at BM={bm}: needs the TMA form WGxSTAGESx256xtMB with MB 1 or 2 and "
+                         f"WG*MB even, >= 2 stages and <= {SMEM_LIMIT} bytes of shared memory (it asks {smem})")
+    return TileConfig(bm, t.stages, -(-M // bm), smem, 128 * t.warpgroups + 32, 256, "wg-w4", 128 * blocks)
 
 
 class WgW4Runner(WgmmaRunner):
@@ -238,9 +241,10 @@ class WgW4Runner(WgmmaRunner):
     def _kernel(self, cfg: TileConfig) -> Any:
         from kernels import build
 
-        key = (cfg.variant, cfg.bm, cfg.bn, cfg.stages)
+        wgs = (cfg.threads - 32) // 128
+        key = (cfg.variant, cfg.bm, wgs, cfg.bn, cfg.stages)
         if key not in self._kernels:
-            expr = f"wg_gemm_w4a16<{cfg.bm}, {cfg.bn // 128}, {cfg.stages}>"
+            expr = f"wg_gemm_w4a16<{cfg.bm}, {wgs}, {2 * cfg.bn // (128 * wgs)}, {cfg.stages}>"
             fn = build.arch_function(self.spec.source, expr, "sm_90a", self.options)
             fn.max_dynamic_shared_size_bytes = cfg.smem_bytes
             self._kernels[key] = fn

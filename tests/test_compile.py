@@ -84,8 +84,9 @@ def test_wgmma_w4a16_tiles_compile_for_sm90a():
     from kernels.build import source_path
 
     _nvrtc_or_skip()
-    tiles = {(bm, t.warpgroups, t.stages) for bm, t in wgmma.W4_TILES.items()} | {(16, 2, 8), (64, 1, 3)}
-    exprs = tuple(f"wg_gemm_w4a16<{bm}, {g}, {s}>" for bm, g, s in sorted(tiles))
+    tiles = {(bm, t.warpgroups, t.mb, t.stages) for bm, t in wgmma.W4_TILES.items()}
+    tiles |= {(16, 2, 2, 8), (64, 1, 2, 3), (16, 2, 1, 6), (128, 2, 1, 5), (64, 4, 1, 4)}
+    exprs = tuple(f"wg_gemm_w4a16<{bm}, {g}, {mb}, {s}>" for bm, g, mb, s in sorted(tiles))
     r = compile_check.compile_source(source_path("wg_gemm_w4a16.cu"), "sm_90a", (), exprs)
     assert r.ok, r.log
 
@@ -103,11 +104,11 @@ def test_cached_cubin_compiles_once_and_reports_errors(tmp_path, monkeypatch):
 
     _nvrtc_or_skip()
     monkeypatch.setenv("WORKBENCH_CUBIN_CACHE", str(tmp_path))
-    expr = "wg_gemm_w4a16<16, 1, 6>"
+    expr = "wg_gemm_w4a16<16, 1, 2, 6>"
     cubin, lowered = build.cached_cubin("wg_gemm_w4a16.cu", expr, "sm_90a")
     assert cubin.parent == tmp_path and cubin.stat().st_size > 1000 and lowered.startswith("_Z13wg_gemm_w4a16")
     stamp = cubin.stat().st_mtime_ns
     assert build.cached_cubin("wg_gemm_w4a16.cu", expr, "sm_90a") == (cubin, lowered)
     assert cubin.stat().st_mtime_ns == stamp  # served from the cache
     with pytest.raises(RuntimeError, match="NVRTC could not compile"):
-        build.cached_cubin("wg_gemm_w4a16.cu", "wg_gemm_w4a16<16, 1, 1>", "sm_90a")  # static_assert: 2+ stages
+        build.cached_cubin("wg_gemm_w4a16.cu", "wg_gemm_w4a16<16, 1, 2, 1>", "sm_90a")  # static_assert: 2+ stages

@@ -47,8 +47,13 @@ def test_w4a16_tiles():
     assert [wgmma.w4_tile_config(m).m_tiles for m in (128, 129, 256)] == [1, 2, 2]
     cfg = wgmma.w4_tile_config(16, wgmma.WgTile(2, 8, 256, True, 2))
     assert (cfg.bn, cfg.threads, cfg.smem_bytes) == (256, 288, 8 * 21504 + 1024)
-    with pytest.raises(InputError, match="WGxSTAGESx256xt2"):
+    split = wgmma.w4_tile_config(16, wgmma.WgTile(2, 6, 256, True, 1))  # two warpgroups share one block
+    assert (split.bn, split.threads, split.smem_bytes) == (128, 288, 6 * 13312 + 1024)
+    assert wgmma.w4_tile_config(64, wgmma.WgTile(4, 4, 256, True, 1)).bn == 256
+    with pytest.raises(InputError, match="WGxSTAGESx256xtMB"):
         wgmma.w4_tile_config(16, wgmma.WgTile(2, 8, 128, True, 2))
+    with pytest.raises(InputError, match="WG\\*MB even"):
+        wgmma.w4_tile_config(16, wgmma.WgTile(1, 6, 256, True, 1))  # half a block
     with pytest.raises(InputError, match="shared memory"):
         wgmma.w4_tile_config(128, wgmma.WgTile(1, 9, 256, True, 2))
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Development call (2026-12-02, fourth pass on issue 7): float64 checks of the new tiles, then timings beside cuBLAS
+# bf16 of (a) wg_w4a16 with two warpgroups sharing a 128-channel block (tiles WGxSx256xt1) against the shipped tiles
+# and tc_w4a16, (b) 4-warpgroup (256-channel) tiles of the byte GEMMs, which halve the activation reads per weight
+# byte, and (c) an Nsight Compute look at cuBLAS's own kernel. Everything under $OUT; a short table last.
+export PYTHONPATH=. PYTHONUNBUFFERED=1
+left() { echo $(( ${DEADLINE:-560} - SECONDS )); }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider -rf tests/test_wgmma_gpu.py -k "w4a16 or other_tiles" \
+  > $OUT/tests.log 2>&1; echo "tests rc=$? at ${SECONDS}s: $(tail -1 $OUT/tests.log)"
+bench() { tag=$1; lim=$2; shift 2; mkdir -p $OUT/$tag
+  (( $(left) < 40 )) && { echo "$tag skipped (time)"; return; }
+  (( lim > $(left) - 20 )) && lim=$(( $(left) - 20 ))
+  timeout $lim python3 bench/bench_tensorcore.py "$@" --out $OUT/$tag > $OUT/$tag.log 2>&1
+  echo "$tag rc=$? at ${SECONDS}s"; cp $OUT/$tag/bench_tensorcore.csv $OUT/$tag.csv 2>/dev/null; rm -rf $OUT/$tag; }
+bench w4 150 --kernels wg_w4a16,tc_w4a16 --batches 16,32,64,128 --samples 6 \
+  --wg-tiles=-,2x6x256xt1,2x8x256xt1,2x4x256xt1,4x4x256xt1
+bench bf16 150 --kernels wg_bf16 --batches 16,32,64,128,256 --samples 6 \
+  --wg-tiles=-,4x4x128xt,4x6x256xt,4x4x128,4x3x256xt
+bench bytes8 90 --kernels wg_w8a8,wg_fp8 --batches 32,64,128,256 --samples 6 --wg-tiles=-,4x4x128xt,4x6x256xt
+if (( $(left) > 70 )); then
+  timeout 60 ncu --clock-control none --section LaunchStats --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    -k "regex:gemm|xmma|sm90" -s 1 -c 1 python3 bench/ncu_probe.py cublas_bf16 128 22016 4096 > $OUT/ncu-cublas.txt 2>&1
+  echo "ncu rc=$?"; grep -E "^  [a-z_0-9]+.*\(|Grid Size|Block Size|Cluster Size|Registers|Shared Memory Config|Dynamic Shared|Duration|DRAM Through|L2 Cache Through|Compute \(SM\)" $OUT/ncu-cublas.txt | head -30
+fi
+python3 - <<'PY'
+import csv, os
+for f in ("w4.csv", "bf16.csv", "bytes8.csv"):
+    p = os.path.join(os.environ["OUT"], f)
+    if not os.path.exists(p): print("missing", f); continue
+    for r in csv.DictReader(open(p)):
+        print(f"{r['N']}x{r['K']} M={r['M']:>3} {r['kernel']:11} {r['variant']:6} {r['tile']:26} {float(r['time_s'])*1e6:7.2f} us x{float(r['speedup_vs_cublas_bf16']):.2f}")
+PY
