@@ -5,6 +5,30 @@
 #include "wg_mma.cuh"
 
 namespace wg {
+// Timing experiments only (bench_tensorcore.py --wg-options=-DWG_SKIP_...; never set by the registry): each switch
+// leaves one part of the work out of the cp.async and W4A16 kernels, so the output is wrong on purpose and the change
+// in time is that part's share (docs/kernels-wgmma.md, "what limits them").
+#ifdef WG_SKIP_MMA
+constexpr bool SKIP_MMA = true;  // no wgmma issued
+#else
+constexpr bool SKIP_MMA = false;
+#endif
+#ifdef WG_SKIP_W
+constexpr bool SKIP_W = true;  // the weights are not copied (the tensor cores read stale shared memory)
+#else
+constexpr bool SKIP_W = false;
+#endif
+#ifdef WG_SKIP_FIXUP
+constexpr bool SKIP_FIXUP = true;  // split tiles are dropped instead of summed through the workspace
+#else
+constexpr bool SKIP_FIXUP = false;
+#endif
+#ifdef WG_SKIP_DEQUANT
+constexpr bool SKIP_DEQUANT = true;  // W4A16: the code words go to the tensor cores as they are
+#else
+constexpr bool SKIP_DEQUANT = false;
+#endif
+
 struct Params {
   void* out;
   void* ws;
@@ -152,6 +176,7 @@ template <class Op, int BM, int NT, int MB, int WS = 16, int BS = 64>
 __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2], const Params& p, int n_base,
                                             int m0, int tile_id, int k0, int k1, int ktiles, int* flag) {
   using Acc = typename Op::Acc;
+  if (SKIP_FIXUP && !(k0 == 0 && k1 == ktiles)) return;
   if (k0 == 0 && k1 == ktiles) {
     for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc v) { Op::store(p, m, n, v); });
     return;
