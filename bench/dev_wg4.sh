@@ -9,6 +9,11 @@
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 left() { echo $(( ${DEADLINE:-560} - SECONDS )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+bench() { tag=$1; lim=$2; shift 2; mkdir -p $OUT/$tag
+  (( $(left) < 40 )) && { echo "$tag skipped (time)"; return; }
+  (( lim > $(left) - 20 )) && lim=$(( $(left) - 20 ))
+  timeout $lim python3 bench/bench_tensorcore.py "$@" --out $OUT/$tag > $OUT/$tag.log 2>&1
+  echo "$tag rc=$? at ${SECONDS}s"; cp $OUT/$tag/bench_tensorcore.csv $OUT/$tag.csv 2>/dev/null; rm -rf $OUT/$tag; }
 table() { python3 - "$@" <<'PY'
 import csv, os, sys
 for f in sys.argv[1:]:
@@ -28,11 +33,13 @@ if [[ "${1:-tiles}" == "parts" ]]; then
       --wg-options="$o"
   done
   bench w4st 60 --kernels wg_w4a16 --batches 16,32,128 --samples 6 --wg-tiles=2x5x256xt1,2x7x256xt1,2x3x256xt1
-  (( $(left) > 80 )) && bash bench/ncu_probe.sh wgbf16_m128 wg_gemm wg_bf16 128 22016 4096
-  (( $(left) > 80 )) && bash bench/ncu_probe.sh wgw4_m16 wg_gemm_w4a16 wg_w4a16 16 22016 4096 2x6x256xt1
+  if [[ "${NCU:-1}" == "1" ]]; then
+    (( $(left) > 80 )) && bash bench/ncu_probe.sh wgbf16_m128 wg_gemm wg_bf16 128 22016 4096
+    (( $(left) > 80 )) && bash bench/ncu_probe.sh wgw4_m16 wg_gemm_w4a16 wg_w4a16 16 22016 4096 2x6x256xt1
+  fi
   table w4-none w4-WG_SKIP_MMA w4-WG_SKIP_W w4-WG_SKIP_FIXUP w4-WG_SKIP_DEQUANT bf16-none bf16-WG_SKIP_MMA \
     bf16-WG_SKIP_W bf16-WG_SKIP_FIXUP w4st
-  (cd $OUT && tar czf parts.tgz *.csv *.log ncu 2>/dev/null && rm -rf *.csv *.log ncu)
+  mkdir -p $OUT/ncu; (cd $OUT && tar czf parts.tgz *.csv *.log ncu 2>/dev/null && rm -rf *.csv *.log ncu)
   exit 0
 fi
 timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider -rf tests/test_wgmma_gpu.py -k "w4a16 or other_tiles" \
