@@ -172,32 +172,89 @@ __device__ __forceinline__ void for_each_out(Acc (&acc)[MB][BM / 2], int M, int 
     }
 }
 
+// The persistent grid's stream-K partition of `total` (n-tile, k-tile) iterations: CTA c of an m-tile takes the
+// contiguous range [begin(c), begin(c + 1)); the first r CTAs take q + 1 iterations, the others q (q >= 1: the host
+// never launches more CTAs than iterations).
+struct StreamK {
+  int q, r;
+  __device__ explicit StreamK(int total)
+      : q(total / static_cast<int>(gridDim.x)), r(total % static_cast<int>(gridDim.x)) {}
+  __device__ int begin(int c) const { return c * q + (c < r ? c : r); }
+  __device__ int owner(int it) const {  // the CTA whose range holds iteration it
+    const int big = r * (q + 1);
+    return it < big ? it / (q + 1) : r + (it - big) / q;
+  }
+};
+
+__device__ __forceinline__ unsigned acc_bits(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ unsigned acc_bits(int v) { return static_cast<unsigned>(v); }
+__device__ __forceinline__ float acc_add(float a, unsigned b) { return a + __uint_as_float(b); }
+__device__ __forceinline__ int acc_add(int a, unsigned b) { return a + static_cast<int>(b); }
+
+__device__ __forceinline__ void st_v4(unsigned* p, unsigned a, unsigned b, unsigned c, unsigned d) {
+  asm volatile("st.global.cg.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+__device__ __forceinline__ void ld_v4(const unsigned* p, unsigned (&v)[4]) {
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "l"(p)
+               : "memory");
+}
+
+// Epilogue of one tile (n-tile nt of the m-tile) whose iterations [k0, k1) of ktiles this CTA ran. A whole tile is
+// stored at once. A split tile is summed through slots instead of atomics: every CTA holding a piece stores its
+// accumulators, as they lie in its registers (16-byte stores, coalesced: thread t's values 4i..4i+3 at word
+// (i * NT + t) * 4), into its own slot of the workspace (two per CTA: the piece of its first tile, slot 0, and of
+// its last, slot 1), then adds its k-tile count to the tile's counter; the CTA that completes the count reads the
+// other pieces' slots (same thread mapping, so the sum is element-wise in registers), stores the tile and resets
+// the counter. Nothing needs zeroing between launches. (The first version summed into an fp32 workspace with one
+// atomic per element; leaving the fix-up out made the kernels 1.6-2x faster at M = 128, docs/kernels-wgmma.md.)
 template <class Op, int BM, int NT, int MB, int WS = 16, int BS = 64>
 __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2], const Params& p, int n_base,
-                                            int m0, int tile_id, int k0, int k1, int ktiles, int* flag) {
+                                            int m0, int nt, int tiles_n, int k0, int k1, int ktiles,
+                                            const StreamK& sk, int* flag) {
   using Acc = typename Op::Acc;
+  constexpr int PER = MB * BM / 2, SLOT = NT * PER;  // accumulators per thread, words per slot
   if (SKIP_FIXUP && !(k0 == 0 && k1 == ktiles)) return;
   if (k0 == 0 && k1 == ktiles) {
     for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc v) { Op::store(p, m, n, v); });
     return;
   }
-  Acc* ws = static_cast<Acc*>(p.ws);
-  for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc v) {
-    atomicAdd(ws + static_cast<long long>(m) * p.N + n, v);
-  });
-  math_sync<NT>();  // every thread's atomics precede thread 0's (cumulative) fence and the counter
-  if (threadIdx.x == 0) {
+  const int tid = threadIdx.x, c = blockIdx.x, first_it = nt * ktiles;
+  unsigned* slots = static_cast<unsigned*>(p.ws) + static_cast<long long>(blockIdx.y) * gridDim.x * 2 * SLOT;
+  auto slot_of = [&](int cta) {  // the slot of cta's piece of this tile
+    return slots + (static_cast<long long>(cta) * 2 + (sk.begin(cta) / ktiles == nt ? 0 : 1)) * SLOT + tid * 4;
+  };
+  unsigned* mine = slot_of(c);
+#pragma unroll
+  for (int i = 0; i < PER / 4; ++i) {
+    const Acc* a = &acc[(4 * i) / (BM / 2)][(4 * i) % (BM / 2)];
+    st_v4(mine + i * NT * 4, acc_bits(a[0]), acc_bits(a[1]), acc_bits(a[2]), acc_bits(a[3]));
+  }
+  math_sync<NT>();  // every thread's stores precede thread 0's (cumulative) fence and the counter
+  if (tid == 0) {
     __threadfence();
-    const int prev = atomicAdd(p.counters + tile_id, k1 - k0);
+    const int prev = atomicAdd(p.counters + blockIdx.y * tiles_n + nt, k1 - k0);
     *flag = (prev + (k1 - k0) == ktiles);
   }
   math_sync<NT>();
   if (*flag) {
     __threadfence();
-    for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc) {
-      Op::store(p, m, n, atomicExch(ws + static_cast<long long>(m) * p.N + n, Acc(0)));
-    });
-    if (threadIdx.x == 0) atomicExch(p.counters + tile_id, 0);
+    const int c_first = sk.owner(first_it), c_last = sk.owner(first_it + ktiles - 1);
+    for (int o = c_first; o <= c_last; ++o) {
+      if (o == c) continue;
+      const unsigned* theirs = slot_of(o);
+#pragma unroll
+      for (int i = 0; i < PER / 4; ++i) {
+        unsigned v[4];
+        ld_v4(theirs + i * NT * 4, v);
+        Acc* a = &acc[(4 * i) / (BM / 2)][(4 * i) % (BM / 2)];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a[e] = acc_add(a[e], v[e]);
+      }
+    }
+    for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc v) { Op::store(p, m, n, v); });
+    if (tid == 0) p.counters[blockIdx.y * tiles_n + nt] = 0;
   }
   math_sync<NT>();  // flag is reused by the next tile
 }

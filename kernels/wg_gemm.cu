@@ -11,8 +11,8 @@
 // stage is refilled two k-tiles after its wgmma was issued.
 //
 // Work split: a persistent stream-K grid over (n-tile of 64*WG channels, k-tile of KT bytes) per m-tile of BM rows,
-// as in the mma.sync kernels (tc_common.cuh); split tiles are summed in a 32-bit workspace by the last CTA, which
-// zeroes it again (wg_common.cuh).
+// as in the mma.sync kernels (tc_common.cuh); the pieces of a split tile meet in per-CTA slots of a 32-bit
+// workspace and the CTA that completes the tile sums them (finish_tile in wg_common.cuh).
 //
 // Entries: templates wg_gemm<Op, BM, WG, STAGES, KT> (cp.async) and wg_gemm_tma<Op, BM, WG, MB, STAGES, KT> (TMA,
 // below), instantiated by name expression (kernels/wgmma.py).
@@ -33,8 +33,8 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
   const unsigned sbase = (smem_addr(smem) + 1023u) & ~1023u;  // 1 KB of the allocation is slack for this
   const int g = threadIdx.x >> 7;
   const int tiles_n = p.N / BW, ktiles = k_bytes / KT, m0 = blockIdx.y * BM;
-  const int total = tiles_n * ktiles, q = total / static_cast<int>(gridDim.x), r = total % static_cast<int>(gridDim.x);
-  const int c = static_cast<int>(blockIdx.x), begin = c * q + (c < r ? c : r), end = begin + q + (c < r ? 1 : 0);
+  const StreamK sk(tiles_n * ktiles);
+  const int begin = sk.begin(blockIdx.x), end = sk.begin(blockIdx.x + 1);
   const unsigned char* Xt = X + static_cast<long long>(m0) * k_bytes;
 
   for (int it = begin; it < end;) {
@@ -81,7 +81,7 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
     fence_acc(acc[0]);
     cp_async_wait<0>();
     __syncthreads();  // every warpgroup is done with the stages before the next range refills them
-    finish_tile<Op, BM, NT, 1>(acc, p, n0 + g * 64, m0, blockIdx.y * tiles_n + nt, k0, k1, ktiles, &last_flag);
+    finish_tile<Op, BM, NT, 1>(acc, p, n0 + g * 64, m0, nt, tiles_n, k0, k1, ktiles, sk, &last_flag);
     it += nk;
   }
 }
@@ -107,8 +107,8 @@ __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps,
   const unsigned sbase = (smem_addr(smem) + 1023u) & ~1023u;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int tiles_n = p.N / BW, ktiles = k_bytes / KT, m0 = blockIdx.y * BM;
-  const int total = tiles_n * ktiles, q = total / static_cast<int>(gridDim.x), r = total % static_cast<int>(gridDim.x);
-  const int c = static_cast<int>(blockIdx.x), begin = c * q + (c < r ? c : r), end = begin + q + (c < r ? 1 : 0);
+  const StreamK sk(tiles_n * ktiles);
+  const int begin = sk.begin(blockIdx.x), end = sk.begin(blockIdx.x + 1);
 
   if (tid == 0) {
 #pragma unroll
@@ -173,8 +173,7 @@ __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps,
 #pragma unroll
     for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
     if (lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
-    finish_tile<Op, BM, NT, MB>(acc, p, nt * BW + g * MB * 64, m0, blockIdx.y * tiles_n + nt, k0, k1, ktiles,
-                                &last_flag);
+    finish_tile<Op, BM, NT, MB>(acc, p, nt * BW + g * MB * 64, m0, nt, tiles_n, k0, k1, ktiles, sk, &last_flag);
     it += nk;
   }
 }

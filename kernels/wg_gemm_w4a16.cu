@@ -15,7 +15,7 @@
 // completing on the stage's "full" mbarrier; the math warps read the codes into registers (four 16-byte loads),
 // dequantize two k-steps at a time into one of two register sets and issue their wgmmas, keeping one wgmma group in
 // flight while the next set is dequantized, and hand the stage back through its "empty" mbarrier. Stream-K over
-// (n-tile of 64 * WG * MB channels, k-tile of 128) as in wg_gemm.cu; split tiles summed in an fp32 workspace.
+// (n-tile of 64 * WG * MB channels, k-tile of 128) as in wg_gemm.cu; split tiles summed through per-CTA slots.
 //
 // Channels per warpgroup: MB = 2 (a warpgroup takes a whole 128-channel block, both row blocks) or MB = 1 (the two
 // row blocks np = 0, 1 of a block go to two warpgroups: half the dequantization and the accumulators per warpgroup,
@@ -111,8 +111,8 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
   const unsigned sbase = (smem_addr(smem) + 1023u) & ~1023u;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int tiles_n = p.N / BW, ktiles = K / 128, m0 = blockIdx.y * BM;
-  const int total = tiles_n * ktiles, q = total / static_cast<int>(gridDim.x), r = total % static_cast<int>(gridDim.x);
-  const int c = static_cast<int>(blockIdx.x), begin = c * q + (c < r ? c : r), end = begin + q + (c < r ? 1 : 0);
+  const StreamK sk(tiles_n * ktiles);
+  const int begin = sk.begin(blockIdx.x), end = sk.begin(blockIdx.x + 1);
 
   if (tid == 0) {
 #pragma unroll
@@ -211,8 +211,8 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
 #pragma unroll
     for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
     if (lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
-    finish_tile<OpFP16, BM, NT, MB, 32, 16>(acc, p, nt * BW + blk * 128 + np0 * 16, m0, blockIdx.y * tiles_n + nt,
-                                           k0, k1, ktiles, &last_flag);
+    finish_tile<OpFP16, BM, NT, MB, 32, 16>(acc, p, nt * BW + blk * 128 + np0 * 16, m0, nt, tiles_n, k0, k1, ktiles,
+                                           sk, &last_flag);
     it += nk;
   }
 }

@@ -31,14 +31,14 @@ from models.errors import InputError
 
 _GEOMETRY = ("wgmma m64nBMk16/k32 with the weights as A: 64*WG channels x BM batch rows per CTA (BM = 16..256, the "
              "smallest holding M), WG warpgroups, STAGES-deep cp.async pipeline of KT-byte k-tiles in the 128-byte "
-             "swizzle layout, one wgmma group in flight; persistent stream-K grid over (n-tile, k-tile), split "
-             "tiles summed in a 32-bit workspace by the last CTA (kernels.wgmma.WG_TILES)")
+             "swizzle layout, one wgmma group in flight; persistent stream-K grid over (n-tile, k-tile), the pieces "
+             "of a split tile summed through per-CTA slots by the CTA that completes it (kernels.wgmma.WG_TILES)")
 
 
-_W4_GEOMETRY = ("wgmma m64nBMk16 with the dequantized weights as A from registers: 128*WG channels x BM batch rows "
-                "per CTA (BM = 16..128, M > 128 in 128-row m-tiles), WG math warpgroups + a producer warp (bulk "
+_W4_GEOMETRY = ("wgmma m64nBMk16 with the dequantized weights as A from registers: 64*WG*MB channels x BM batch "
+                "rows per CTA (BM = 16..128, M > 128 in 128-row m-tiles), WG math warpgroups + a producer warp (bulk "
                 "copies of the packed codes and scales, a TMA box of x), STAGES-deep mbarrier pipeline of 128-deep "
-                "k-tiles; persistent stream-K grid over (n-tile, k-tile), split tiles summed in an fp32 workspace "
+                "k-tiles; persistent stream-K grid over (n-tile, k-tile), split tiles summed through per-CTA slots "
                 "(kernels.wgmma.W4_TILES)")
 
 
@@ -140,6 +140,7 @@ class WgmmaRunner(TensorCoreRunner):
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         problem = super().make(M, N, K, seed=seed, reference=reference)
+        slot_workspace(problem)
         cfg = problem.tc_config
         if cfg.variant == "wg-tma":
             import cupy
@@ -185,6 +186,16 @@ def tma_map(ptr: int, rows: int, k_bytes: int, box_rows: int) -> bytes:
     if rc:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {rc} ({rows}x{k_bytes} bytes, box {box_rows})")
     return buf.raw[off:off + 128]
+
+
+def slot_workspace(problem: Problem) -> None:
+    """Replace the problem's split-K workspace by the wgmma kernels' slots: two per CTA (the pieces of its first and
+    last tile), each BM x BN 32-bit words (finish_tile in kernels/wg_common.cuh). Never needs zeroing."""
+    import cupy
+
+    cfg = problem.tc_config
+    ctas = problem.tc_launch[0][0]
+    problem.arrays["ws"] = cupy.empty(cfg.m_tiles * ctas * 2 * cfg.bm * cfg.bn, dtype=cupy.uint32)
 
 
 def parse_tile(text: str) -> WgTile:
@@ -254,6 +265,7 @@ class WgW4Runner(WgmmaRunner):
         import cupy
 
         problem = TensorCoreRunner.make(self, M, N, K, seed=seed, reference=reference)
+        slot_workspace(problem)
         a = problem.arrays
         a["maps"] = cupy.asarray(np.frombuffer(tma_map(a["x"].data.ptr, M, K * 2, problem.tc_config.bm),
                                                dtype=np.uint8))

@@ -1,7 +1,8 @@
 """wgmma (sm_90a) GEMM kernels against the float64 reference, on an H100/H200 (skipped on other GPUs).
 
 Same protocol as the mma.sync kernels: fresh random data per case (the seed in the failure message), outputs poisoned
-with NaN before each of two launches on the same input set, the split-K workspace and tile counters left clean. Every
+with NaN before each of two launches on the same input set, the split-K tile counters left clean (the per-CTA slots
+of the split tiles are overwritten before they are read, so they are not checked). Every
 batch tile of WG_TILES and W4_TILES is reached (M = 16..256; w4a16 runs M > 128 as two m-tiles), plus M below one
 tile (1, 5) and partial tiles (17, 100, 200).
 """
@@ -56,8 +57,7 @@ def test_kernel_matches_float64_reference(hopper, name, M, N, K):
     for attempt in range(2):
         err = _launch_error(hopper, runner, problem)
         assert err < TOLERANCE[name], f"{name} M={M} {N}x{K} seed {seed} launch {attempt}: rel error {err:.3g}"
-    assert int(hopper.count_nonzero(problem.arrays["counters"])) == 0
-    assert float(hopper.abs(problem.arrays["ws"]).max()) == 0.0
+    assert int(hopper.count_nonzero(problem.arrays["counters"])) == 0  # the slots need no cleaning
 
 
 @pytest.mark.parametrize("name,tile", [("wg_bf16", (1, 8, 128)), ("wg_bf16", (2, 3, 128)), ("wg_bf16", (1, 4, 256)),
