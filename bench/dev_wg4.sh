@@ -24,13 +24,15 @@ for f in sys.argv[1:]:
               f"{float(r['time_s'])*1e6:7.2f} us x{float(r['speedup_vs_cublas_bf16']):.2f}")
 PY
 }
-if [[ "${1:-tiles}" == "slots" ]]; then  # the split-tile fix-up through per-CTA slots: all wgmma tests, then timings
-  timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider -rf tests/test_wgmma_gpu.py > $OUT/tests.log 2>&1
+if [[ "${1:-tiles}" == "slots" ]]; then  # the split-tile fix-up through per-CTA slots: the wgmma and mma.sync tests,
+  # then timings
+  timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rf tests/test_wgmma_gpu.py tests/test_tensorcore_gpu.py \
+    > $OUT/tests.log 2>&1
   echo "tests rc=$? at ${SECONDS}s: $(tail -1 $OUT/tests.log)"; grep -E "^FAILED" $OUT/tests.log | head -20
   bench w4s 90 --kernels wg_w4a16,tc_w4a16 --batches 1,16,32,64,128,256 --samples 6 \
     --wg-tiles=-,2x6x256xt1,2x4x256xt1,2x3x256xt1
   bench b16s 90 --kernels wg_bf16,tc_bf16 --batches 16,32,64,128,256 --samples 6 --wg-tiles=-,2x4x128xt,4x4x128xt
-  bench b8s 90 --kernels wg_w8a8,wg_fp8 --batches 16,32,64,128,256 --samples 6 --wg-tiles=-,2x4x128xt
+  bench b8s 90 --kernels wg_w8a8,wg_fp8,tc_w8a8 --batches 16,32,64,128,256 --samples 6 --wg-tiles=-,2x4x128xt
   table w4s b16s b8s
   exit 0
 fi

@@ -3,9 +3,9 @@
 //
 // Problem: y[M,N] = x[M,K] . W[N,K]^T. A CTA owns BM rows of x and BN columns of y; the (n-tile, k-tile) iterations
 // of one m-tile are cut into gridDim.x contiguous ranges (stream-K), one per CTA, so every SM gets the same number
-// of k-tiles whatever N/BN is. A tile whose k range is split over several CTAs is summed in a 32-bit workspace
-// with atomics; the CTA whose contribution completes the tile (a per-tile counter of k-tiles) converts it to the
-// output and zeroes the workspace and counter again, so they stay zero between launches (no memset per launch).
+// of k-tiles whatever N/BN is. The pieces of a tile whose k range is split over several CTAs meet in per-CTA slots of
+// a 32-bit workspace; the CTA whose contribution completes the tile (a per-tile counter of k-tiles) sums them,
+// writes the output and resets the counter, so nothing needs a memset per launch (finish_tile).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -65,17 +65,19 @@ __device__ __forceinline__ unsigned swz(int row, int chunk, int row_bytes) {
   return static_cast<unsigned>(row * row_bytes + ((chunk ^ (row & 7)) << 4));
 }
 
-// This CTA's contiguous range [begin, end) of the tiles_n * ktiles iterations of its m-tile.
-struct Range {
-  int begin, end;
+// The persistent grid's stream-K partition of `total` (n-tile, k-tile) iterations: CTA c of an m-tile takes the
+// contiguous range [begin(c), begin(c + 1)); the first r CTAs take q + 1 iterations, the others q (q >= 1: the host
+// never launches more CTAs than iterations).
+struct StreamK {
+  int q, r;
+  __device__ explicit StreamK(int total)
+      : q(total / static_cast<int>(gridDim.x)), r(total % static_cast<int>(gridDim.x)) {}
+  __device__ int begin(int c) const { return c * q + (c < r ? c : r); }
+  __device__ int owner(int it) const {  // the CTA whose range holds iteration it
+    const int big = r * (q + 1);
+    return it < big ? it / (q + 1) : r + (it - big) / q;
+  }
 };
-
-__device__ __forceinline__ Range streamk_range(int total) {
-  const int q = total / static_cast<int>(gridDim.x), r = total % static_cast<int>(gridDim.x);
-  const int c = static_cast<int>(blockIdx.x);
-  const int begin = c * q + (c < r ? c : r);
-  return Range{begin, begin + q + (c < r ? 1 : 0)};
-}
 
 // Copy the BM x ROW_BYTES activation tile (rows m0.., bytes kbyte0..) into swizzled shared memory; rows >= M are
 // zero-filled.
@@ -94,7 +96,7 @@ __device__ __forceinline__ void load_a_tile(unsigned dst, const unsigned char* A
   }
 }
 
-// What every epilogue needs: the output, the split-K workspace (M x N 32-bit words) and tile counters, the
+// What every epilogue needs: the output, the split-K slots (two per CTA, see finish_tile) and tile counters, the
 // per-row (token) and per-column (channel) scales of the quantized kernels, and the problem size.
 struct Params {
   void* out;
@@ -113,17 +115,38 @@ __device__ __forceinline__ void ldsm_a(unsigned base, int row0, int kstep, int l
   ldsm_x4(base + swz(row, chunk, ROW_BYTES), a[0], a[1], a[2], a[3]);
 }
 
+__device__ __forceinline__ unsigned acc_bits(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ unsigned acc_bits(int v) { return static_cast<unsigned>(v); }
+__device__ __forceinline__ float acc_add(float a, unsigned b) { return a + __uint_as_float(b); }
+__device__ __forceinline__ int acc_add(int a, unsigned b) { return a + static_cast<int>(b); }
+
+__device__ __forceinline__ void st_v4(unsigned* p, unsigned a, unsigned b, unsigned c, unsigned d) {
+  asm volatile("st.global.cg.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+__device__ __forceinline__ void ld_v4(const unsigned* p, unsigned (&v)[4]) {
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "l"(p)
+               : "memory");
+}
+
 // The fragment positions of an m16n8 accumulator: c[i] sits at row (lane/4 + 8*(i/2)), col ((lane%4)*2 + i%2).
-// Epilogue of one (m-tile, n-tile) after this CTA accumulated k-tiles [k0, k1) of it. Op::store(out, row, col, v0,
-// v1, ...) writes two adjacent outputs from the 32-bit sums. Every thread of the CTA calls it (it holds barriers);
-// threads with active = false (warps whose sums were already folded into another warp's) write nothing.
+// Epilogue of n-tile nt of m-tile blockIdx.y after this CTA accumulated k-tiles [k0, k1) of it. Op::store(out, row,
+// col, v0, v1, ...) writes two adjacent outputs from the 32-bit sums. Every thread of the CTA calls it (it holds
+// barriers); threads with active = false (warps whose sums were already folded into another warp's) write nothing.
+// A split tile is summed through slots, not atomics: each CTA holding a piece stores every thread's accumulators as
+// they lie in registers (16-byte stores, word (i * threads + t) * 4 + e for thread t's value 4i + e) into its own
+// slot (two per CTA: the piece of its first tile, slot 0, and of its last, slot 1), then adds its k-tile count to
+// the tile's counter; the CTA that completes the count adds the other pieces' slots element-wise (the same thread
+// mapping in every CTA), stores the tile and resets the counter. The slots need no zeroing between launches.
 template <class Op, int MF, int NF>
-__device__ __forceinline__ void finish_tile(const typename Op::Acc (&acc)[MF][NF][4], const Params& p,
-                                            int row_base, int col_base, int tile_id, int k0, int k1, int ktiles,
-                                            int* flag_smem, bool active = true) {
+__device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MF][NF][4], const Params& p, int row_base,
+                                            int col_base, int nt, int tiles_n, int k0, int k1, int ktiles,
+                                            const StreamK& sk, int* flag_smem, bool active = true) {
   using Acc = typename Op::Acc;
+  constexpr int PER = MF * NF * 4;
   const int lane = threadIdx.x & 31;
-  if (k0 == 0 && k1 == ktiles) {
+  auto store_all = [&]() {
 #pragma unroll
     for (int mf = 0; mf < MF; ++mf)
 #pragma unroll
@@ -133,46 +156,50 @@ __device__ __forceinline__ void finish_tile(const typename Op::Acc (&acc)[MF][NF
           const int row = row_base + mf * 16 + (lane >> 2) + 8 * h, col = col_base + nf * 8 + (lane & 3) * 2;
           if (active && row < p.M) Op::store(p, row, col, acc[mf][nf][2 * h], acc[mf][nf][2 * h + 1]);
         }
+  };
+  if (k0 == 0 && k1 == ktiles) {
+    store_all();
     return;
   }
-  Acc* ws = reinterpret_cast<Acc*>(p.ws);
+  const int tid = threadIdx.x, nthreads = blockDim.x, c = blockIdx.x, tile = blockIdx.y * tiles_n + nt;
+  const long long slot_words = static_cast<long long>(nthreads) * PER;
+  unsigned* slots = static_cast<unsigned*>(p.ws) + static_cast<long long>(blockIdx.y) * gridDim.x * 2 * slot_words;
+  auto slot_of = [&](int cta) {  // the slot of cta's piece of this tile
+    return slots + (static_cast<long long>(cta) * 2 + (sk.begin(cta) / ktiles == nt ? 0 : 1)) * slot_words + tid * 4;
+  };
+  if (active) {
+    unsigned* mine = slot_of(c);
 #pragma unroll
-  for (int mf = 0; mf < MF; ++mf)
-#pragma unroll
-    for (int nf = 0; nf < NF; ++nf)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row_base + mf * 16 + (lane >> 2) + 8 * h, col = col_base + nf * 8 + (lane & 3) * 2;
-        if (active && row < p.M) {
-          atomicAdd(ws + static_cast<long long>(row) * p.N + col, acc[mf][nf][2 * h]);
-          atomicAdd(ws + static_cast<long long>(row) * p.N + col + 1, acc[mf][nf][2 * h + 1]);
-        }
-      }
-  // Release: the barrier orders every thread's workspace atomics before thread 0's fence, and the fence is
-  // cumulative, so one fence (not one per thread) publishes them all before the counter moves.
+    for (int i = 0; i < PER / 4; ++i) {
+      const Acc* a = acc[i / NF][i % NF];
+      st_v4(mine + i * nthreads * 4, acc_bits(a[0]), acc_bits(a[1]), acc_bits(a[2]), acc_bits(a[3]));
+    }
+  }
+  // Release: the barrier orders every thread's slot stores before thread 0's fence, and the fence is cumulative, so
+  // one fence (not one per thread) publishes them all before the counter moves.
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
-    const int prev = atomicAdd(p.counters + tile_id, k1 - k0);
+    const int prev = atomicAdd(p.counters + tile, k1 - k0);
     *flag_smem = (prev + (k1 - k0) == ktiles);
   }
   __syncthreads();
   if (*flag_smem) {
     __threadfence();
+    const int first_it = nt * ktiles, c_first = sk.owner(first_it), c_last = sk.owner(first_it + ktiles - 1);
+    for (int o = c_first; o <= c_last; ++o) {
+      if (o == c || !active) continue;
+      const unsigned* theirs = slot_of(o);
 #pragma unroll
-    for (int mf = 0; mf < MF; ++mf)
+      for (int i = 0; i < PER / 4; ++i) {
+        unsigned v[4];
+        ld_v4(theirs + i * nthreads * 4, v);
 #pragma unroll
-      for (int nf = 0; nf < NF; ++nf)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = row_base + mf * 16 + (lane >> 2) + 8 * h, col = col_base + nf * 8 + (lane & 3) * 2;
-          if (active && row < p.M) {
-            Acc* w = ws + static_cast<long long>(row) * p.N + col;
-            const Acc v0 = atomicExch(w, Acc(0)), v1 = atomicExch(w + 1, Acc(0));
-            Op::store(p, row, col, v0, v1);
-          }
-        }
-    if (threadIdx.x == 0) atomicExch(p.counters + tile_id, 0);
+        for (int e = 0; e < 4; ++e) acc[i / NF][i % NF][e] = acc_add(acc[i / NF][i % NF][e], v[e]);
+      }
+    }
+    store_all();
+    if (threadIdx.x == 0) p.counters[tile] = 0;
   }
   __syncthreads();  // flag_smem is reused by the next tile
 }

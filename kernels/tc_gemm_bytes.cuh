@@ -27,11 +27,12 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
   const unsigned sbase = smem_addr(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp / WN, wn = warp % WN;
   const int tiles_n = p.N / BN, ktiles = k_bytes / KT, mt = blockIdx.y, m0 = mt * BM;
-  const Range range = streamk_range(tiles_n * ktiles);
+  const StreamK sk(tiles_n * ktiles);
+  const int range_end = sk.begin(blockIdx.x + 1);
 
-  for (int it = range.begin; it < range.end;) {
+  for (int it = sk.begin(blockIdx.x); it < range_end;) {
     const int nt = it / ktiles, k0 = it % ktiles;
-    const int k1 = min(ktiles, k0 + (range.end - it)), nk = k1 - k0, n0 = nt * BN;
+    const int k1 = min(ktiles, k0 + (range_end - it)), nk = k1 - k0, n0 = nt * BN;
     const unsigned char* Bt = B + static_cast<long long>(n0) * k_bytes;
 
     auto load_stage = [&](int stage, int kt) {
@@ -84,7 +85,7 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
     }
     cp_async_wait<0>();
     __syncthreads();  // every warp is done with the stages before the next range refills them
-    finish_tile<Op, MF, NF>(acc, p, m0 + wm * WTM, n0 + wn * WTN, mt * tiles_n + nt, k0, k1, ktiles, &last_flag);
+    finish_tile<Op, MF, NF>(acc, p, m0 + wm * WTM, n0 + wn * WTN, nt, tiles_n, k0, k1, ktiles, sk, &last_flag);
     it += nk;
   }
 }

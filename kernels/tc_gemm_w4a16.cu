@@ -68,11 +68,12 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, 
   const int wrow = ((wid >> 2) % WM) * WTM, kgrp = (wid >> 2) / WM;
   const int tiles_n = p.N / W4_BN, ktiles = K / W4_BK, mt = blockIdx.y, m0 = mt * BM;
   const long long a_ld = static_cast<long long>(K) * 2;
-  const Range range = streamk_range(tiles_n * ktiles);
+  const StreamK sk(tiles_n * ktiles);
+  const int range_end = sk.begin(blockIdx.x + 1);
 
-  for (int it = range.begin; it < range.end;) {
+  for (int it = sk.begin(blockIdx.x); it < range_end;) {
     const int nt = it / ktiles, k0 = it % ktiles;
-    const int k1 = min(ktiles, k0 + (range.end - it)), nk = k1 - k0;
+    const int k1 = min(ktiles, k0 + (range_end - it)), nk = k1 - k0;
 
     auto load_stage = [&](int stage, int kt) {
       const unsigned sa = sbase + stage * STAGE_BYTES, sb = sa + A_BYTES, ss = sb + W4_BLOCK_BYTES;
@@ -211,7 +212,7 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, 
       }
       __syncthreads();  // the next range's prologue refills these buffers
     }
-    finish_tile<W4Out, MF, NF>(acc, p, m0 + wrow, nt * W4_BN + warp * 32, mt * tiles_n + nt, k0, k1, ktiles,
+    finish_tile<W4Out, MF, NF>(acc, p, m0 + wrow, nt * W4_BN + warp * 32, nt, tiles_n, k0, k1, ktiles, sk,
                                &last_flag, kgrp == 0);
     it += nk;
   }

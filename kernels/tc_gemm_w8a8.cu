@@ -1,5 +1,5 @@
 // W8A8 GEMM: int8 weights (per output channel scale) times int8 activations (per token scale) on the int8 tensor
-// cores, mma.sync m16n8k32 s8 with int32 accumulation (split-K partials are summed exactly in an int32 workspace);
+// cores, mma.sync m16n8k32 s8 with int32 accumulation (split-K partials are summed exactly as int32);
 // the epilogue applies y = acc * s_token[row] * s_channel[col] in fp32 and writes fp16.
 // Entries tc_gemm_w8a8_m{16,32,64,128}.
 #include "tc_gemm_bytes.cuh"

@@ -31,8 +31,8 @@ _GEOMETRY = ("BM x 128 outputs per CTA, BM and the variant (v1: 4 warps, 128-byt
              "k-tiles, all of M in one tile up to 256; v3/v4: v2 with a 4th stage at BM 16/64, w4a16 with the scale on "
              "the fp32 sums and the k-steps split over 2 warp groups) chosen per M by tensorcore.SELECT; "
              "{stages}-stage cp.async "
-             "pipeline; persistent stream-K grid over (n-tile, k-tile) x m-tiles, split tiles summed in a 32-bit "
-             "workspace by the last CTA")
+             "pipeline; persistent stream-K grid over (n-tile, k-tile) x m-tiles, split tiles summed through per-CTA "
+             "slots by the CTA that completes them")
 
 
 def _spec(name: str, scheme: str, source: str, entry: str, notes: str, stages: str = "3-8") -> KernelSpec:
@@ -302,11 +302,14 @@ class TensorCoreRunner:
         out = cupy.empty((M, N), dtype=out_dtype)
         tiles_n = N // cfg.bn
         ktiles = K // 128 if scheme == "w4a16" else _k_bytes(scheme, K) // cfg.kt
-        arrays["ws"] = cupy.zeros((M, N), dtype=cupy.int32 if scheme == "w8a8" else cupy.float32)
         arrays["counters"] = cupy.zeros(cfg.m_tiles * tiles_n, dtype=cupy.int32)
         if "sa" not in arrays:
             arrays["sa"] = arrays["sb"] = cupy.ones(1, dtype=cupy.float32)  # unused by the kernel
         ctas = grid_ctas(tiles_n, ktiles, cfg.m_tiles, *self._sms_and_per_sm(fn, cfg))
+        # split-K slots (finish_tile in tc_common.cuh): two per CTA of one CTA tile's sums, twice that for w4a16,
+        # whose k-split warp groups (v3/v4) hold a tile each; overwritten before they are read, never zeroed
+        slot = cfg.bm * cfg.bn * (2 if scheme == "w4a16" else 1)
+        arrays["ws"] = cupy.empty(cfg.m_tiles * ctas * 2 * slot, dtype=cupy.uint32)
         ref_host = cupy.asnumpy(ref) if ref is not None else None
         problem = Problem(M, N, K, arrays, out, nbytes, ref_host, qerr)
         # launch geometry rides on the problem (not in `arrays`, which holds device arrays only)

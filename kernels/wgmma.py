@@ -140,7 +140,6 @@ class WgmmaRunner(TensorCoreRunner):
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         problem = super().make(M, N, K, seed=seed, reference=reference)
-        slot_workspace(problem)
         cfg = problem.tc_config
         if cfg.variant == "wg-tma":
             import cupy
@@ -186,16 +185,6 @@ def tma_map(ptr: int, rows: int, k_bytes: int, box_rows: int) -> bytes:
     if rc:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {rc} ({rows}x{k_bytes} bytes, box {box_rows})")
     return buf.raw[off:off + 128]
-
-
-def slot_workspace(problem: Problem) -> None:
-    """Replace the problem's split-K workspace by the wgmma kernels' slots: two per CTA (the pieces of its first and
-    last tile), each BM x BN 32-bit words (finish_tile in kernels/wg_common.cuh). Never needs zeroing."""
-    import cupy
-
-    cfg = problem.tc_config
-    ctas = problem.tc_launch[0][0]
-    problem.arrays["ws"] = cupy.empty(cfg.m_tiles * ctas * 2 * cfg.bm * cfg.bn, dtype=cupy.uint32)
 
 
 def parse_tile(text: str) -> WgTile:
@@ -265,7 +254,6 @@ class WgW4Runner(WgmmaRunner):
         import cupy
 
         problem = TensorCoreRunner.make(self, M, N, K, seed=seed, reference=reference)
-        slot_workspace(problem)
         a = problem.arrays
         a["maps"] = cupy.asarray(np.frombuffer(tma_map(a["x"].data.ptr, M, K * 2, problem.tc_config.bm),
                                                dtype=np.uint8))

@@ -2,7 +2,8 @@
 
 Every variant the SELECT table can choose (tensorcore.VARIANTS) is checked, forced through the runner's `variant`.
 Fresh random data per case (a new seed every run), outputs poisoned with NaN before each launch, every kernel launched
-twice on the same input set (the split-K workspace and tile counters must be left clean by the first launch).
+twice on the same input set (the split-K tile counters must be left clean by the first launch; the per-CTA slots of
+split tiles are overwritten before they are read).
 """
 
 from __future__ import annotations
@@ -49,8 +50,7 @@ def test_kernel_matches_float64_reference(cupy, name, variant, M, N, K):
         err = reference.rel_error(y, problem.ref)
         assert err < TOLERANCE[name], (f"{name} {variant} M={M} {N}x{K} seed {seed} launch {attempt}: "
                                        f"rel error {err:.3g}")
-    assert int(cupy.count_nonzero(problem.arrays["counters"])) == 0
-    assert float(cupy.abs(problem.arrays["ws"]).max()) == 0.0
+    assert int(cupy.count_nonzero(problem.arrays["counters"])) == 0  # the split-K slots need no cleaning
 
 
 @pytest.mark.parametrize("name", KERNELS)
