@@ -72,11 +72,11 @@ class WgTile:
 
 
 # Batch tile -> its tile. Shared memory per CTA: stages * (64 * warpgroups + bm) * kt + 1024 bytes (<= 227 KB).
-# From the H200 tile benchmarks (docs/kernels-wgmma.md): the cp.async kernel to BM = 128 (the TMA kernel was not
-# faster there, and two 64-channel blocks per warpgroup were slower from BM = 32), the TMA kernel at BM = 256
-# (22016x4096: 130 us against 151 us).
+# From the H200 tile benchmarks (docs/kernels-wgmma.md): the cp.async kernel to BM = 64 (two 64-channel blocks per
+# warpgroup and 4-warpgroup 256-channel tiles were slower), the TMA kernel from BM = 128 (with the slot fix-up, bf16
+# 63.2 / 38.3 us against 64.2 / 39.2 for cp.async at 128; 22016x4096 at 256: 130 us against 151 before it).
 WG_TILES: dict[int, WgTile] = {
-    16: WgTile(2, 6, 256), 32: WgTile(2, 5, 256), 64: WgTile(2, 4, 256), 128: WgTile(2, 6, 128),
+    16: WgTile(2, 6, 256), 32: WgTile(2, 5, 256), 64: WgTile(2, 4, 256), 128: WgTile(2, 4, 128, True, 1),
     256: WgTile(2, 4, 128, True, 1),
 }
 SMEM_LIMIT = 227 * 1024
@@ -206,9 +206,11 @@ def parse_tile(text: str) -> WgTile:
 # W4A16: batch tile -> its tile. The k-tile is 128 deep (256 bytes of x); mb = 2: each warpgroup a whole 128-channel
 # block, mb = 1: two warpgroups share a block (one row block of 64 channels each), so warpgroups * mb is even.
 # With 2 warpgroups of mb 2 (9 warps) ptxas caps registers at 168 per thread and spills from BM = 32.
-# Measured: 1 warpgroup and 6 stages beat 2 warpgroups and 8-10 stages, and 12 / 8 stages at BM 32 / 64.
+# H200, with the slot fix-up (docs/kernels-wgmma.md, call 5): 1 warpgroup x 6 stages at BM 16 and 32 (within 1-3 %
+# of 2 x 6 with mb 1), 2 warpgroups of mb 1 from BM 64 (34.7 / 22.6 us against 37.6 / 23.9 at 64), 3 stages at 128
+# (48.6 / 31.1 us against 56.2 / 34.1 with 4 and 76.6 / 45.3 for 1 warpgroup x 5).
 W4_TILES: dict[int, WgTile] = {16: WgTile(1, 6, 256, True, 2), 32: WgTile(1, 6, 256, True, 2),
-                               64: WgTile(1, 6, 256, True, 2), 128: WgTile(1, 5, 256, True, 2)}
+                               64: WgTile(2, 6, 256, True, 1), 128: WgTile(2, 3, 256, True, 1)}
 W4_BLOCK_BYTES = 8192 + 512  # codes and (scale, zero) pairs of one 128 x 128 block
 
 
