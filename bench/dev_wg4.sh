@@ -36,6 +36,13 @@ if [[ "${1:-tiles}" == "slots" ]]; then  # the split-tile fix-up through per-CTA
   table w4s b16s b8s
   exit 0
 fi
+if [[ "${1:-tiles}" == "owner" ]]; then  # the fix-up with the k0 = 0 piece as the waiting owner: wgmma tests, timings
+  timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider -rf tests/test_wgmma_gpu.py > $OUT/tests.log 2>&1
+  echo "tests rc=$? at ${SECONDS}s: $(tail -1 $OUT/tests.log)"; grep -E "^FAILED" $OUT/tests.log | head -20
+  bench own 120 --kernels wg_bf16,wg_w8a8,wg_w4a16 --batches 16,32,64,128,256 --samples 6
+  table own
+  exit 0
+fi
 if [[ "${1:-tiles}" == "parts" ]]; then
   for opt in none WG_SKIP_MMA WG_SKIP_W WG_SKIP_FIXUP WG_SKIP_DEQUANT; do
     o=$([[ $opt == none ]] && echo "" || echo "-D$opt")

@@ -201,18 +201,30 @@ __device__ __forceinline__ void ld_v4(const unsigned* p, unsigned (&v)[4]) {
                : "memory");
 }
 
+__device__ __forceinline__ void red_release_add(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ int ld_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 // Epilogue of one tile (n-tile nt of the m-tile) whose iterations [k0, k1) of ktiles this CTA ran. A whole tile is
-// stored at once. A split tile is summed through slots instead of atomics: every CTA holding a piece stores its
-// accumulators, as they lie in its registers (16-byte stores, coalesced: thread t's values 4i..4i+3 at word
-// (i * NT + t) * 4), into its own slot of the workspace (two per CTA: the piece of its first tile, slot 0, and of
-// its last, slot 1), then adds its k-tile count to the tile's counter; the CTA that completes the count reads the
-// other pieces' slots (same thread mapping, so the sum is element-wise in registers), stores the tile and resets
-// the counter. Nothing needs zeroing between launches. (The first version summed into an fp32 workspace with one
-// atomic per element; leaving the fix-up out made the kernels 1.6-2x faster at M = 128, docs/kernels-wgmma.md.)
+// stored at once. A split tile is summed through slots instead of atomics. The piece that starts the tile (k0 = 0)
+// is always the last thing its CTA runs; the other pieces (k0 > 0) always come first in theirs. So a later piece
+// stores its accumulators, as they lie in its registers (16-byte stores, coalesced: thread t's values 4i..4i+3 at
+// word (i * NT + t) * 4), into its CTA's slot, adds its k-tile count to the tile's counter with release semantics
+// and goes on without waiting; the CTA holding k0 = 0 waits until the counter holds the other k-tiles, adds the
+// other pieces' slots element-wise (the same thread mapping in every CTA), stores the tile and resets the counter.
+// It waits only for pieces that CTAs of higher index run first in their ranges, and the grid is one resident wave
+// (kernels.tensorcore.grid_ctas), so the wait cannot deadlock.
+// Nothing needs zeroing between launches. (The first version summed into an fp32 workspace with one atomic per
+// element; leaving the fix-up out made the kernels 1.6-2x faster at M = 128, docs/kernels-wgmma.md.)
 template <class Op, int BM, int NT, int MB, int WS = 16, int BS = 64>
 __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2], const Params& p, int n_base,
                                             int m0, int nt, int tiles_n, int k0, int k1, int ktiles,
-                                            const StreamK& sk, int* flag) {
+                                            const StreamK& sk) {
   using Acc = typename Op::Acc;
   constexpr int PER = MB * BM / 2, SLOT = NT * PER;  // accumulators per thread, words per slot
   if (SKIP_FIXUP && !(k0 == 0 && k1 == ktiles)) return;
@@ -220,43 +232,37 @@ __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2],
     for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc v) { Op::store(p, m, n, v); });
     return;
   }
-  const int tid = threadIdx.x, c = blockIdx.x, first_it = nt * ktiles;
+  const int tid = threadIdx.x;
+  int* counter = p.counters + blockIdx.y * tiles_n + nt;
   unsigned* slots = static_cast<unsigned*>(p.ws) + static_cast<long long>(blockIdx.y) * gridDim.x * 2 * SLOT;
-  auto slot_of = [&](int cta) {  // the slot of cta's piece of this tile
-    return slots + (static_cast<long long>(cta) * 2 + (sk.begin(cta) / ktiles == nt ? 0 : 1)) * SLOT + tid * 4;
-  };
-  unsigned* mine = slot_of(c);
+  if (k0 > 0) {  // a later piece: the first tile of this CTA's range, so slot c
+    unsigned* mine = slots + static_cast<long long>(blockIdx.x) * SLOT + tid * 4;
 #pragma unroll
-  for (int i = 0; i < PER / 4; ++i) {
-    const Acc* a = &acc[(4 * i) / (BM / 2)][(4 * i) % (BM / 2)];
-    st_v4(mine + i * NT * 4, acc_bits(a[0]), acc_bits(a[1]), acc_bits(a[2]), acc_bits(a[3]));
-  }
-  math_sync<NT>();  // every thread's stores precede thread 0's (cumulative) fence and the counter
-  if (tid == 0) {
-    __threadfence();
-    const int prev = atomicAdd(p.counters + blockIdx.y * tiles_n + nt, k1 - k0);
-    *flag = (prev + (k1 - k0) == ktiles);
-  }
-  math_sync<NT>();
-  if (*flag) {
-    __threadfence();
-    const int c_first = sk.owner(first_it), c_last = sk.owner(first_it + ktiles - 1);
-    for (int o = c_first; o <= c_last; ++o) {
-      if (o == c) continue;
-      const unsigned* theirs = slot_of(o);
-#pragma unroll
-      for (int i = 0; i < PER / 4; ++i) {
-        unsigned v[4];
-        ld_v4(theirs + i * NT * 4, v);
-        Acc* a = &acc[(4 * i) / (BM / 2)][(4 * i) % (BM / 2)];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) a[e] = acc_add(a[e], v[e]);
-      }
+    for (int i = 0; i < PER / 4; ++i) {
+      const Acc* a = &acc[(4 * i) / (BM / 2)][(4 * i) % (BM / 2)];
+      st_v4(mine + i * NT * 4, acc_bits(a[0]), acc_bits(a[1]), acc_bits(a[2]), acc_bits(a[3]));
     }
-    for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc v) { Op::store(p, m, n, v); });
-    if (tid == 0) p.counters[blockIdx.y * tiles_n + nt] = 0;
+    math_sync<NT>();  // every thread's stores precede thread 0's release (cumulative)
+    if (tid == 0) red_release_add(counter, k1 - k0);
+    return;
   }
-  math_sync<NT>();  // flag is reused by the next tile
+  if (tid == 0)
+    while (ld_acquire(counter) < ktiles - k1) asm volatile("nanosleep.u32 64;\n");
+  math_sync<NT>();  // thread 0's acquire precedes every thread's reads of the slots
+  const int c_last = sk.owner(nt * ktiles + ktiles - 1);
+  for (int o = blockIdx.x + 1; o <= c_last; ++o) {
+    const unsigned* theirs = slots + static_cast<long long>(o) * SLOT + tid * 4;
+#pragma unroll
+    for (int i = 0; i < PER / 4; ++i) {
+      unsigned v[4];
+      ld_v4(theirs + i * NT * 4, v);
+      Acc* a = &acc[(4 * i) / (BM / 2)][(4 * i) % (BM / 2)];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) a[e] = acc_add(a[e], v[e]);
+    }
+  }
+  for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc v) { Op::store(p, m, n, v); });
+  if (tid == 0) *counter = 0;  // the next launch's pieces find it at zero (kernels of a stream do not overlap)
 }
 
 __device__ __forceinline__ void mbar_init(unsigned bar, int count) {

@@ -29,7 +29,6 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
   using Mma = wg::Mma<typename Op::T, BM>;
 
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ int last_flag;
   const unsigned sbase = (smem_addr(smem) + 1023u) & ~1023u;  // 1 KB of the allocation is slack for this
   const int g = threadIdx.x >> 7;
   const int tiles_n = p.N / BW, ktiles = k_bytes / KT, m0 = blockIdx.y * BM;
@@ -81,7 +80,7 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
     fence_acc(acc[0]);
     cp_async_wait<0>();
     __syncthreads();  // every warpgroup is done with the stages before the next range refills them
-    finish_tile<Op, BM, NT, 1>(acc, p, n0 + g * 64, m0, nt, tiles_n, k0, k1, ktiles, sk, &last_flag);
+    finish_tile<Op, BM, NT, 1>(acc, p, n0 + g * 64, m0, nt, tiles_n, k0, k1, ktiles, sk);
     it += nk;
   }
 }
@@ -103,7 +102,6 @@ __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps,
 
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
-  __shared__ int last_flag;
   const unsigned sbase = (smem_addr(smem) + 1023u) & ~1023u;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int tiles_n = p.N / BW, ktiles = k_bytes / KT, m0 = blockIdx.y * BM;
@@ -173,7 +171,7 @@ __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps,
 #pragma unroll
     for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
     if (lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
-    finish_tile<Op, BM, NT, MB>(acc, p, nt * BW + g * MB * 64, m0, nt, tiles_n, k0, k1, ktiles, sk, &last_flag);
+    finish_tile<Op, BM, NT, MB>(acc, p, nt * BW + g * MB * 64, m0, nt, tiles_n, k0, k1, ktiles, sk);
     it += nk;
   }
 }

@@ -107,7 +107,6 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
 
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
-  __shared__ int last_flag;
   const unsigned sbase = (smem_addr(smem) + 1023u) & ~1023u;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int tiles_n = p.N / BW, ktiles = K / 128, m0 = blockIdx.y * BM;
@@ -212,7 +211,7 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
     for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
     if (lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
     finish_tile<OpFP16, BM, NT, MB, 32, 16>(acc, p, nt * BW + blk * 128 + np0 * 16, m0, nt, tiles_n, k0, k1, ktiles,
-                                           sk, &last_flag);
+                                           sk);
     it += nk;
   }
 }
