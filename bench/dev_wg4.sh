@@ -6,6 +6,9 @@
 #                                 activation reads per weight byte, (c) Nsight Compute's launch facts of cuBLAS's kernel
 #   bash bench/dev_wg4.sh parts   leave-one-part-out timings (-DWG_SKIP_MMA / _W / _FIXUP / _DEQUANT, wrong results on
 #                                 purpose) of wg_bf16 and wg_w4a16, more W4A16 stage counts, Nsight Compute of ours
+#                                 (W4_TILES=- times the default tiles, SKIP_W4ST=1 and NCU=0 leave the extras out)
+#   bash bench/dev_wg4.sh slots   the wgmma and mma.sync GPU tests, then the tiles again (split tiles through slots)
+#   bash bench/dev_wg4.sh owner   the wgmma GPU tests, then the default tiles (the k0 = 0 piece as the waiting owner)
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 left() { echo $(( ${DEADLINE:-560} - SECONDS )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
@@ -46,12 +49,12 @@ fi
 if [[ "${1:-tiles}" == "parts" ]]; then
   for opt in none WG_SKIP_MMA WG_SKIP_W WG_SKIP_FIXUP WG_SKIP_DEQUANT; do
     o=$([[ $opt == none ]] && echo "" || echo "-D$opt")
-    bench w4-$opt 60 --kernels wg_w4a16 --batches 16,64,128 --samples 6 --wg-tiles=2x6x256xt1,2x4x256xt1 \
+    bench w4-$opt 60 --kernels wg_w4a16 --batches 16,64,128 --samples 6 --wg-tiles=${W4_TILES:-2x6x256xt1,2x4x256xt1} \
       --wg-options="$o"
     [[ $opt == WG_SKIP_DEQUANT ]] || bench bf16-$opt 60 --kernels wg_bf16 --batches 16,64,128 --samples 6 \
       --wg-options="$o"
   done
-  bench w4st 60 --kernels wg_w4a16 --batches 16,32,128 --samples 6 --wg-tiles=2x5x256xt1,2x7x256xt1,2x3x256xt1
+  [[ -n "${SKIP_W4ST:-}" ]] || bench w4st 60 --kernels wg_w4a16 --batches 16,32,128 --samples 6 --wg-tiles=2x5x256xt1,2x7x256xt1,2x3x256xt1
   if [[ "${NCU:-1}" == "1" ]]; then
     (( $(left) > 80 )) && bash bench/ncu_probe.sh wgbf16_m128 wg_gemm wg_bf16 128 22016 4096
     (( $(left) > 80 )) && bash bench/ncu_probe.sh wgw4_m16 wg_gemm_w4a16 wg_w4a16 16 22016 4096 2x6x256xt1
