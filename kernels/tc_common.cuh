@@ -1,5 +1,5 @@
-// Shared device code of the tensor-core GEMM kernels (tc_*.cu): PTX wrappers, the stream-K partition, the
-// cp.async activation-tile loader and the split-K fix-up epilogue.
+// Shared device code of the tensor-core GEMM kernels (tc_*.cu): PTX wrappers, the cp.async activation-tile loader
+// and the split-K fix-up epilogue (the stream-K partition and the slot loads/stores are in splitk.cuh).
 //
 // Problem: y[M,N] = x[M,K] . W[N,K]^T. A CTA owns BM rows of x and BN columns of y; the (n-tile, k-tile) iterations
 // of one m-tile are cut into gridDim.x contiguous ranges (stream-K), one per CTA, so every SM gets the same number
@@ -9,8 +9,14 @@
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include "splitk.cuh"
 
 namespace tc {
+using splitk::acc_add;
+using splitk::acc_bits;
+using splitk::ld_v4;
+using splitk::st_v4;
+using splitk::StreamK;
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -65,20 +71,6 @@ __device__ __forceinline__ unsigned swz(int row, int chunk, int row_bytes) {
   return static_cast<unsigned>(row * row_bytes + ((chunk ^ (row & 7)) << 4));
 }
 
-// The persistent grid's stream-K partition of `total` (n-tile, k-tile) iterations: CTA c of an m-tile takes the
-// contiguous range [begin(c), begin(c + 1)); the first r CTAs take q + 1 iterations, the others q (q >= 1: the host
-// never launches more CTAs than iterations).
-struct StreamK {
-  int q, r;
-  __device__ explicit StreamK(int total)
-      : q(total / static_cast<int>(gridDim.x)), r(total % static_cast<int>(gridDim.x)) {}
-  __device__ int begin(int c) const { return c * q + (c < r ? c : r); }
-  __device__ int owner(int it) const {  // the CTA whose range holds iteration it
-    const int big = r * (q + 1);
-    return it < big ? it / (q + 1) : r + (it - big) / q;
-  }
-};
-
 // Copy the BM x ROW_BYTES activation tile (rows m0.., bytes kbyte0..) into swizzled shared memory; rows >= M are
 // zero-filled.
 template <int BM, int ROW_BYTES, int NTHREADS>
@@ -113,21 +105,6 @@ template <int ROW_BYTES>
 __device__ __forceinline__ void ldsm_a(unsigned base, int row0, int kstep, int lane, unsigned* a) {
   const int row = row0 + (lane & 15), chunk = kstep * 2 + (lane >> 4);
   ldsm_x4(base + swz(row, chunk, ROW_BYTES), a[0], a[1], a[2], a[3]);
-}
-
-__device__ __forceinline__ unsigned acc_bits(float v) { return __float_as_uint(v); }
-__device__ __forceinline__ unsigned acc_bits(int v) { return static_cast<unsigned>(v); }
-__device__ __forceinline__ float acc_add(float a, unsigned b) { return a + __uint_as_float(b); }
-__device__ __forceinline__ int acc_add(int a, unsigned b) { return a + static_cast<int>(b); }
-
-__device__ __forceinline__ void st_v4(unsigned* p, unsigned a, unsigned b, unsigned c, unsigned d) {
-  asm volatile("st.global.cg.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-__device__ __forceinline__ void ld_v4(const unsigned* p, unsigned (&v)[4]) {
-  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
-               : "l"(p)
-               : "memory");
 }
 
 // The fragment positions of an m16n8 accumulator: c[i] sits at row (lane/4 + 8*(i/2)), col ((lane%4)*2 + i%2).

@@ -196,7 +196,7 @@ class TensorCoreRunner:
         self.spec = spec
         self.per_sm = per_sm
         self.variant = variant
-        self._kernels: dict[tuple[str, int], Any] = {}
+        self._kernels: dict[object, Any] = {}  # compiled functions, keyed by what names the instance
 
     # -- geometry
     def config(self, M: int, K: int) -> TileConfig:

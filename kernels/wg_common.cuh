@@ -2,9 +2,15 @@
 // shared-memory matrix descriptors, mbarriers, TMA), output conversions, the epilogue Ops and the split-K epilogue.
 // No CUDA headers are included (conversions go through cvt), so NVRTC needs no include path.
 #pragma once
+#include "splitk.cuh"
 #include "wg_mma.cuh"
 
 namespace wg {
+using splitk::acc_add;
+using splitk::acc_bits;
+using splitk::ld_v4;
+using splitk::st_v4;
+using splitk::StreamK;
 // Timing experiments only (bench_tensorcore.py --wg-options=-DWG_SKIP_...; never set by the registry): each switch
 // leaves one part of the work out of the cp.async and W4A16 kernels, so the output is wrong on purpose and the change
 // in time is that part's share (docs/kernels-wgmma.md, "what limits them").
@@ -172,35 +178,6 @@ __device__ __forceinline__ void for_each_out(Acc (&acc)[MB][BM / 2], int M, int 
     }
 }
 
-// The persistent grid's stream-K partition of `total` (n-tile, k-tile) iterations: CTA c of an m-tile takes the
-// contiguous range [begin(c), begin(c + 1)); the first r CTAs take q + 1 iterations, the others q (q >= 1: the host
-// never launches more CTAs than iterations).
-struct StreamK {
-  int q, r;
-  __device__ explicit StreamK(int total)
-      : q(total / static_cast<int>(gridDim.x)), r(total % static_cast<int>(gridDim.x)) {}
-  __device__ int begin(int c) const { return c * q + (c < r ? c : r); }
-  __device__ int owner(int it) const {  // the CTA whose range holds iteration it
-    const int big = r * (q + 1);
-    return it < big ? it / (q + 1) : r + (it - big) / q;
-  }
-};
-
-__device__ __forceinline__ unsigned acc_bits(float v) { return __float_as_uint(v); }
-__device__ __forceinline__ unsigned acc_bits(int v) { return static_cast<unsigned>(v); }
-__device__ __forceinline__ float acc_add(float a, unsigned b) { return a + __uint_as_float(b); }
-__device__ __forceinline__ int acc_add(int a, unsigned b) { return a + static_cast<int>(b); }
-
-__device__ __forceinline__ void st_v4(unsigned* p, unsigned a, unsigned b, unsigned c, unsigned d) {
-  asm volatile("st.global.cg.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-__device__ __forceinline__ void ld_v4(const unsigned* p, unsigned (&v)[4]) {
-  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
-               : "l"(p)
-               : "memory");
-}
-
 __device__ __forceinline__ void red_release_add(int* p, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
@@ -267,6 +244,22 @@ __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2],
 
 __device__ __forceinline__ void mbar_init(unsigned bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+
+// Thread 0 sets up the pipeline's mbarriers ("full": the producer's one arrival plus the bytes of its copies; "empty":
+// one arrival per math warp), and the whole CTA waits for it.
+template <int STAGES>
+__device__ __forceinline__ void init_stage_barriers(unsigned long long (&full)[STAGES],
+                                                    unsigned long long (&empty)[STAGES], int math_warps) {
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(smem_addr(&full[s]), 1);
+      mbar_init(smem_addr(&empty[s]), math_warps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
 }
 
 __device__ __forceinline__ void mbar_expect_tx(unsigned bar, int bytes) {

@@ -113,15 +113,7 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
   const StreamK sk(tiles_n * ktiles);
   const int begin = sk.begin(blockIdx.x), end = sk.begin(blockIdx.x + 1);
 
-  if (tid == 0) {
-#pragma unroll
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(smem_addr(&full[s]), 1);
-      mbar_init(smem_addr(&empty[s]), NT / 32);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  init_stage_barriers(full, empty, NT / 32);
 
   if (warp == NT / 32) {  // the producer warp
     if (lane == 0) {

@@ -121,22 +121,23 @@ class WgmmaRunner(TensorCoreRunner):
             raise InputError(f"kernel {self.spec.name} needs N a multiple of {cfg.bn} and K a multiple of "
                              f"{cfg.kt // elem}, got N={N}, K={K}")
 
+    def _expression(self, cfg: TileConfig) -> str:
+        """The template instance (NVRTC name expression) of this tile."""
+        wgs = cfg.threads // 128
+        if cfg.variant == "wg-tma":
+            mb = cfg.bn // (64 * wgs)
+            return f"wg_gemm_tma<wg::{self.spec.entry}, {cfg.bm}, {wgs}, {mb}, {cfg.stages}, {cfg.kt}>"
+        return f"wg_gemm<wg::{self.spec.entry}, {cfg.bm}, {wgs}, {cfg.stages}, {cfg.kt}>"
+
     def _kernel(self, cfg: TileConfig) -> Any:
         from kernels import build
 
-        wgs = cfg.threads // 128
-        key = (cfg.variant, cfg.bm, wgs, cfg.bn, cfg.stages, cfg.kt)
-        if key not in self._kernels:
-            if cfg.variant == "wg-tma":
-                mb = cfg.bn // (64 * wgs)
-                expr = f"wg_gemm_tma<wg::{self.spec.entry}, {cfg.bm}, {wgs}, {mb}, {cfg.stages}, {cfg.kt}>"
-            else:
-                expr = f"wg_gemm<wg::{self.spec.entry}, {cfg.bm}, {wgs}, {cfg.stages}, {cfg.kt}>"
+        expr = self._expression(cfg)  # names the whole tile, so it is the cache key
+        if expr not in self._kernels:
             fn = build.arch_function(self.spec.source, expr, "sm_90a", self.options)
             fn.max_dynamic_shared_size_bytes = cfg.smem_bytes
-            self._kernels[key] = fn
-        return self._kernels[key]
-
+            self._kernels[expr] = fn
+        return self._kernels[expr]
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         problem = super().make(M, N, K, seed=seed, reference=reference)
@@ -240,17 +241,9 @@ class WgW4Runner(WgmmaRunner):
             raise InputError(f"kernel {self.spec.name} needs N a multiple of {cfg.bn} and K a multiple of 128, "
                              f"got N={N}, K={K}")
 
-    def _kernel(self, cfg: TileConfig) -> Any:
-        from kernels import build
-
+    def _expression(self, cfg: TileConfig) -> str:
         wgs = (cfg.threads - 32) // 128
-        key = (cfg.variant, cfg.bm, wgs, cfg.bn, cfg.stages)
-        if key not in self._kernels:
-            expr = f"wg_gemm_w4a16<{cfg.bm}, {wgs}, {2 * cfg.bn // (128 * wgs)}, {cfg.stages}>"
-            fn = build.arch_function(self.spec.source, expr, "sm_90a", self.options)
-            fn.max_dynamic_shared_size_bytes = cfg.smem_bytes
-            self._kernels[key] = fn
-        return self._kernels[key]
+        return f"wg_gemm_w4a16<{cfg.bm}, {wgs}, {2 * cfg.bn // (128 * wgs)}, {cfg.stages}>"
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         import cupy
