@@ -28,7 +28,9 @@ from models.hardware import Calibration, get_gpu
 from models.schemes import SCHEME_PARAMS, get_scheme, traffic
 
 REQUIRED = ("gpu", "scheme", "M", "N", "K")
-TIME_COLUMNS = ("time_datasheet_s", "time_calibrated_s", "time_floor_s")
+# The one map from a tier's name to its time column; every reader (compare, CLI, dashboard, hypotheses) uses it.
+TIERS: dict[str, str] = {"datasheet": "time_datasheet_s", "calibrated": "time_calibrated_s", "floor": "time_floor_s"}
+TIME_COLUMNS = tuple(TIERS.values())
 
 
 def _scheme_for(name: str, group_size: Any) -> Any:

@@ -10,6 +10,7 @@ import pandas as pd
 import typer
 
 from models.errors import InputError
+from models.roofline import TIERS
 from workbench.format import (
     fmt_bandwidth,
     fmt_bytes,
@@ -22,7 +23,6 @@ from workbench.format import (
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_SHAPE = "22016x4096"
-TIERS = {"datasheet": "time_datasheet_s", "calibrated": "time_calibrated_s", "floor": "time_floor_s"}
 BOUND_COL = {"datasheet": "bound_datasheet", "calibrated": "bound_calibrated", "floor": "bound_calibrated"}
 POINT_CSV_COLUMNS = (
     "gpu", "scheme", "layer", "M", "N", "K", "group_size", "weight_bytes", "scale_bytes", "act_bytes", "out_bytes",

@@ -33,9 +33,9 @@ import numpy as np
 import pandas as pd
 
 from models.errors import InputError
+from models.roofline import TIERS
 from workbench.schema import COMPARISON_COLUMNS, MEASUREMENT_COLUMNS
 
-TIERS = ("datasheet", "calibrated", "floor")
 POINT_KEY = ("gpu_key", "kernel", "scheme", "M", "N", "K", "mode")
 EXTRA_COLUMNS: dict[str, str] = {
     "error_datasheet": "float64",
@@ -49,7 +49,7 @@ EXTRA_COLUMNS: dict[str, str] = {
     "timestamp": "string",
 }
 ALL_COLUMNS: dict[str, str] = {**COMPARISON_COLUMNS, **EXTRA_COLUMNS}
-_PRED_TIME = {"datasheet": "time_datasheet_s", "calibrated": "time_calibrated_s", "floor": "time_floor_s"}
+_PRED_TIME = TIERS
 
 
 # ---------------------------------------------------------------------------------------------------- helpers

@@ -43,10 +43,10 @@ from typing import Any
 import pandas as pd
 
 from models.errors import InputError
+from models.roofline import TIERS
 
 KINDS = ("speedup", "monotonic", "crossover", "model_error", "bandwidth")
 OPS = (">=", "<=", "within")
-TIERS = ("datasheet", "calibrated", "floor")
 STATS = ("median", "p90", "max")
 TRENDS = ("non-increasing", "non-decreasing")
 COMMON_FIELDS = ("id", "claim", "kind", "gpu", "shape", "mode", "kernels")

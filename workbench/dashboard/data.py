@@ -20,12 +20,13 @@ import numpy as np
 import pandas as pd
 
 from models.errors import InputError
+from models.roofline import TIERS
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 # Batch grid of the predicted curves: quarter-octave steps from 1 to 256 plus every measured M.
 BATCH_GRID = tuple(sorted({int(round(2 ** (i / 4))) for i in range(33)}))
 CATEGORY_COLUMNS = ("gpu_key", "scheme", "kernel", "mode", "role")
-TIER_COLUMNS = {"datasheet": "time_datasheet_s", "calibrated": "time_calibrated_s", "floor": "time_floor_s"}
+TIER_COLUMNS = TIERS
 MAX_UPLOADS = 32
 
 
