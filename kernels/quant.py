@@ -204,23 +204,48 @@ def decode_e4m3(codes: Array, xp: ModuleType = np) -> Array:
 @dataclass(frozen=True)
 class FP8:
     codes: Array  # uint8 e4m3fn bit patterns [N, K]
-    scales: Array  # float32 [1] (per tensor) or [N] (per channel)
-    granularity: str  # "tensor" or "channel"
+    scales: Array  # float32 [1] (per tensor), [N] (per channel) or [ceil(N/br), ceil(K/bc)] (block)
+    granularity: str  # "tensor", "channel" or "block"
+    block: tuple[int, int] = (128, 128)  # (rows, columns) of one scale's block, for "block"
 
 
-def quantize_fp8(w: Array, per: str = "tensor", xp: ModuleType = np) -> FP8:
-    if per not in ("tensor", "channel"):
-        raise InputError(f"fp8 scale granularity {per!r} not supported; use 'tensor' or 'channel'")
+def _block_amax(w: Array, block: tuple[int, int], xp: ModuleType) -> Array:
+    """max |w| over each (br x bc) block, the last blocks partial: [ceil(N/br), ceil(K/bc)]."""
+    br, bc = block
+    N, K = w.shape
+    padded = xp.zeros((-(-N // br) * br, -(-K // bc) * bc), dtype=xp.float64)
+    padded[:N, :K] = xp.abs(w)
+    return padded.reshape(padded.shape[0] // br, br, padded.shape[1] // bc, bc).max(axis=(1, 3))
+
+
+def _expand_blocks(s: Array, shape: tuple[int, int], block: tuple[int, int], xp: ModuleType) -> Array:
+    return xp.repeat(xp.repeat(s, block[0], axis=0), block[1], axis=1)[: shape[0], : shape[1]]
+
+
+def quantize_fp8(w: Array, per: str = "tensor", xp: ModuleType = np, block: tuple[int, int] = (128, 128)) -> FP8:
+    """e4m3 codes with fp32 scales per tensor, per row ("channel"), or per (rows x columns) block: (128, 128) for
+    weights and (1, 128) for activations in the DeepSeek-V3 scheme."""
+    if per not in ("tensor", "channel", "block"):
+        raise InputError(f"fp8 scale granularity {per!r} not supported; use 'tensor', 'channel' or 'block'")
+    if per == "block" and (len(block) != 2 or min(block) < 1):
+        raise InputError(f"fp8 block must be two positive sizes (rows, columns), got {block!r}")
     w = _as2d(w, xp, "fp8 weight")
-    amax = xp.abs(w).max(axis=1) if per == "channel" else xp.abs(w).max().reshape(1)
+    if per == "block":
+        amax = _block_amax(w, block, xp)
+    else:
+        amax = xp.abs(w).max(axis=1) if per == "channel" else xp.abs(w).max().reshape(1)
     scale = xp.where(amax > 0, amax / E4M3_MAX, 1.0).astype(xp.float32)
     s = scale.astype(xp.float64)
+    if per == "block":
+        return FP8(encode_e4m3(w / _expand_blocks(s, w.shape, block, xp), xp), scale, per, tuple(block))
     return FP8(encode_e4m3(w / (s[:, None] if per == "channel" else s[0]), xp), scale, per)
 
 
 def dequantize_fp8(q: FP8, xp: ModuleType = np) -> Array:
     s = xp.asarray(q.scales).astype(xp.float64)
     vals = decode_e4m3(q.codes, xp)
+    if q.granularity == "block":
+        return vals * _expand_blocks(s, vals.shape, q.block, xp)
     return vals * (s[:, None] if q.granularity == "channel" else s[0])
 
 

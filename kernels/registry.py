@@ -17,6 +17,7 @@ PROVIDERS = (
     "kernels.gemv",  # GEMV-class kernels, batch 1-16 (and the chapter's reference kernels)
     "kernels.tensorcore",  # mma.sync GEMM kernels, batch 16-256
     "kernels.wgmma",  # wgmma GEMM kernels (sm_90a: H100 / H200 only), batch 1-256, preferred from 16
+    "kernels.wg_fp8_block",  # FP8 with 128x128 block scales (DeepSeek-V3 style), wgmma, sm_90a
     "kernels.peers",  # cuBLAS through CuPy, torch's kernels
 )
 
