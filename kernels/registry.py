@@ -55,6 +55,7 @@ class Problem:
     nbytes: int  # device bytes of the inputs (for sizing the L2-cold rotation)
     ref: Any = None  # float64 reference y (M x N) from the *dequantized* weights, when asked for
     quant_error_rel: float = float("nan")  # quantization error, when a float weight was quantized
+    bytes: int = 0  # bytes the launch reads and writes: its input arrays and its output (what the profiler stores)
 
 
 class Runner(Protocol):
@@ -103,12 +104,13 @@ def get(name: str) -> KernelSpec:
     return table[name]
 
 
-def runner(name: str) -> Runner:
-    """Instantiate the runner of a kernel (imports CuPy / torch as that runner needs)."""
+def runner(name: str, group_size: int | None = None) -> Runner:
+    """Instantiate the runner of a kernel (imports CuPy / torch as that runner needs); `group_size` (w4a16 kernels:
+    None for the scheme's default) is checked by the runner's `check`."""
     spec = get(name)
     module_name, _, func = spec.runner.partition(":")
     factory = getattr(importlib.import_module(module_name), func)
-    return factory(spec)
+    return factory(spec, group_size=group_size) if spec.scheme == "w4a16" and group_size else factory(spec)
 
 
 def check_batch(spec: KernelSpec, M: int) -> None:

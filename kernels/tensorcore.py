@@ -24,8 +24,15 @@ from typing import Any
 
 import numpy as np
 
+from kernels import problems
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
+from models.schemes import SCHEME_PARAMS
+
+W4_GROUP: int = SCHEME_PARAMS["w4a16"]["group_size"]  # the default group size (the only one the kernel's layout holds)
+# scheme -> (weights, activations) as the kernels read them (kernels.problems.Params)
+_PARAMS = {"bf16": ("bf16", "bf16"), "fp16": ("f16", "f16"), "w4a16": ("w4", "f16"), "w8a8": ("w8", "i8"),
+           "fp8": ("e4m3", "e4m3")}
 
 _GEOMETRY = ("BM x 128 outputs per CTA, BM and the variant (v1: 4 warps, 128-byte k-tiles; v2: 8 warps, 256-byte "
              "k-tiles, all of M in one tile up to 256; v3/v4: v2 with a 4th stage at BM 16/64, w4a16 with the scale on "
@@ -190,12 +197,14 @@ class TensorCoreRunner:
     follows the SELECT table.
     """
 
-    def __init__(self, spec: KernelSpec, per_sm: int | None = None, variant: str | None = None):
+    def __init__(self, spec: KernelSpec, per_sm: int | None = None, variant: str | None = None,
+                 group_size: int | None = None):
         if variant is not None and variant not in VARIANTS:
             raise InputError(f"unknown tensor-core variant {variant!r}; known: {', '.join(VARIANTS)}")
         self.spec = spec
         self.per_sm = per_sm
         self.variant = variant
+        self.group_size = (group_size or W4_GROUP) if spec.scheme == "w4a16" else 0
         self._kernels: dict[object, Any] = {}  # compiled functions, keyed by what names the instance
 
     # -- geometry
@@ -228,76 +237,46 @@ class TensorCoreRunner:
     # -- Runner protocol
     def check(self, M: int, N: int, K: int) -> None:
         check_shape(self.spec, M, N, K, self.variant)
+        if self.group_size and self.group_size != W4_GROUP:
+            from kernels import pack_tc
+
+            pack_tc.check_tc_w4_shape(N, K, self.group_size)
+
+    def params(self) -> problems.Params:
+        """The problem this kernel reads (kernels.problems): weights and activations per scheme, per-channel and
+        per-token scales."""
+        weight, act = _PARAMS[self.spec.scheme]
+        return problems.Params(self.spec.scheme, weight, act, group_size=self.group_size)
+
+    def compile_jobs(self, M: int, N: int, K: int) -> list[tuple[str, str, str, tuple[str, ...]]]:
+        from kernels import build
+
+        cfg = self.config(M, K)
+        return [(self.spec.source, f"{self.spec.entry}_m{cfg.bm}", build.device_arch(),
+                 VARIANTS[cfg.variant].options)]
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         import cupy
-
-        from kernels import quant
-        from kernels import reference as ref_mod
 
         self.check(M, N, K)
         scheme = self.spec.scheme
         cfg = self.config(M, K)
         fn = self._kernel(cfg)
-        rs = cupy.random.RandomState(seed)
-        x = rs.standard_normal((M, K), dtype=cupy.float32)
-        arrays: dict[str, Any] = {}
-        ref = None
-        qerr = float("nan")
-        if scheme in ("bf16", "fp16"):
-            w = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
-            if scheme == "bf16":
-                arrays["x"], arrays["w"] = quant.to_bf16_bits(x, cupy), quant.to_bf16_bits(w, cupy)
-                xk = quant.from_bf16_bits(arrays["x"], cupy)
-                wk = quant.from_bf16_bits(arrays["w"], cupy)
-            else:
-                arrays["x"], arrays["w"] = x.astype(cupy.float16), w.astype(cupy.float16)
-                xk, wk = arrays["x"], arrays["w"]
-            if reference:
-                ref = ref_mod.matmul_t(xk, wk, cupy)
-        elif scheme == "w4a16":
+        inputs = problems.make_inputs(self.params(), M, N, K, seed=seed, reference=reference)
+        arrays: dict[str, Any] = {"x": inputs.x[0]}
+        if scheme == "w4a16":
             from kernels import pack_tc
 
-            if reference:
-                wf = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
-                q = quant.quantize_w4(wf, 128, cupy)
-            else:
-                q = quant.random_w4(N, K, 128, seed, cupy)
-            packed = pack_tc.pack_w4(q, cupy)
-            arrays["x"] = x.astype(cupy.float16)
+            packed = pack_tc.pack_w4(inputs.w, cupy)
             arrays["w"], arrays["sz"] = packed.words, packed.scale_zero
-            if reference:
-                ref = ref_mod.reference_dequant(arrays["x"], "w4a16", q, cupy)
-                qerr = ref_mod.rel_error(ref, ref_mod.matmul_t(arrays["x"], wf, cupy), cupy)
-        elif scheme == "w8a8":
-            if reference:
-                wf = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
-                qw = quant.quantize_w8(wf, cupy)
-            else:
-                qw = quant.random_w8(N, K, seed, cupy)
-            xq, xs = quant.quantize_act_int8(x, cupy)
-            arrays["x"], arrays["w"] = xq, qw.codes
-            arrays["sa"], arrays["sb"] = xs.astype(cupy.float32), qw.scales.astype(cupy.float32)
-            if reference:
-                ref = ref_mod.matmul_t(quant.dequantize_act_int8(xq, xs, cupy), quant.dequantize_w8(qw, cupy), cupy)
-                qerr = ref_mod.rel_error(ref, ref_mod.matmul_t(x, wf, cupy), cupy)
-        elif scheme == "fp8":
-            if reference:
-                wf = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
-                qw = quant.quantize_fp8(wf, "channel", cupy)
-            else:
-                qw = quant.random_fp8(N, K, "channel", seed, cupy)
-            qx = quant.quantize_fp8(x, "channel", cupy)  # one scale per row of x: per token
-            arrays["x"], arrays["w"] = qx.codes, qw.codes
-            arrays["sa"] = qx.scales.astype(cupy.float32)
-            arrays["sb"] = cupy.broadcast_to(qw.scales.astype(cupy.float32), (N,)).copy()
-            if reference:
-                ref = ref_mod.matmul_t(quant.dequantize_fp8(qx, cupy), quant.dequantize_fp8(qw, cupy), cupy)
-                qerr = ref_mod.rel_error(ref, ref_mod.matmul_t(x, wf, cupy), cupy)
+        elif scheme in ("w8a8", "fp8"):
+            arrays["w"] = inputs.w.codes
+            arrays["sa"] = inputs.x[1]
+            sb = inputs.w.scales
+            arrays["sb"] = sb if sb.dtype == cupy.float32 else sb.astype(cupy.float32)
         else:
-            raise InputError(f"no tensor-core kernel for scheme {scheme!r}")
-
-        nbytes = sum(int(a.nbytes) for a in arrays.values())
+            arrays["w"] = inputs.w
+        nbytes = problems.bytes_read(*arrays.values())
         out_dtype = cupy.uint16 if scheme == "bf16" else cupy.float16
         out = cupy.empty((M, N), dtype=out_dtype)
         tiles_n = N // cfg.bn
@@ -310,8 +289,8 @@ class TensorCoreRunner:
         # whose k-split warp groups (v3/v4) hold a tile each; overwritten before they are read, never zeroed
         slot = cfg.bm * cfg.bn * (2 if scheme == "w4a16" else 1)
         arrays["ws"] = cupy.empty(cfg.m_tiles * ctas * 2 * slot, dtype=cupy.uint32)
-        ref_host = cupy.asnumpy(ref) if ref is not None else None
-        problem = Problem(M, N, K, arrays, out, nbytes, ref_host, qerr)
+        problem = Problem(M, N, K, arrays, out, nbytes, inputs.ref, inputs.quant_error_rel,
+                          nbytes + problems.bytes_read(out))
         # launch geometry rides on the problem (not in `arrays`, which holds device arrays only)
         problem.tc_launch = ((ctas, cfg.m_tiles), (cfg.threads,), cfg.smem_bytes)
         problem.tc_config = cfg
@@ -350,5 +329,6 @@ class TensorCoreRunner:
         return y.astype(np.float64)
 
 
-def make_runner(spec: KernelSpec, per_sm: int | None = None, variant: str | None = None) -> TensorCoreRunner:
-    return TensorCoreRunner(spec, per_sm, variant)
+def make_runner(spec: KernelSpec, per_sm: int | None = None, variant: str | None = None,
+                group_size: int | None = None) -> TensorCoreRunner:
+    return TensorCoreRunner(spec, per_sm, variant, group_size)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from kernels.registry import KernelSpec, Problem, check_batch
-from kernels.tensorcore import _LAYOUT, TensorCoreRunner, TileConfig
+from kernels.tensorcore import _LAYOUT, W4_GROUP, TensorCoreRunner, TileConfig
 from models.errors import InputError
 
 _GEOMETRY = ("wgmma m64nBMk16/k32 with the weights as A: 64*WG channels x BM batch rows per CTA (BM = 16..256, the "
@@ -105,10 +105,13 @@ class WgmmaRunner(TensorCoreRunner):
     """Runner for one wgmma kernel; `tile` forces one WgTile at every M (benchmarks), None follows WG_TILES."""
 
     def __init__(self, spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None = None,
-                 options: tuple[str, ...] = ()):
-        super().__init__(spec, per_sm, None)
+                 options: tuple[str, ...] = (), group_size: int | None = None):
+        super().__init__(spec, per_sm, None, group_size)
         self.tile = tile
         self.options = options
+
+    def compile_jobs(self, M: int, N: int, K: int) -> list[tuple[str, str, str, tuple[str, ...]]]:
+        return [(self.spec.source, self._expression(self.config(M, K)), "sm_90a", self.options)]
 
     def config(self, M: int, K: int) -> TileConfig:
         return tile_config(M, self.tile)
@@ -240,6 +243,10 @@ class WgW4Runner(WgmmaRunner):
         if N <= 0 or K <= 0 or N % cfg.bn or K % 128:
             raise InputError(f"kernel {self.spec.name} needs N a multiple of {cfg.bn} and K a multiple of 128, "
                              f"got N={N}, K={K}")
+        if self.group_size != W4_GROUP:
+            from kernels import pack_tc
+
+            pack_tc.check_tc_w4_shape(N, K, self.group_size)
 
     def _expression(self, cfg: TileConfig) -> str:
         wgs = (cfg.threads - 32) // 128
@@ -263,7 +270,7 @@ class WgW4Runner(WgmmaRunner):
 
 
 def make_runner(spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None = None,
-                options: tuple[str, ...] = ()) -> WgmmaRunner:
+                options: tuple[str, ...] = (), group_size: int | None = None) -> WgmmaRunner:
     if spec.scheme == "w4a16":
-        return WgW4Runner(spec, per_sm, tile, options)
-    return WgmmaRunner(spec, per_sm, tile, options)
+        return WgW4Runner(spec, per_sm, tile, options, group_size)
+    return WgmmaRunner(spec, per_sm, tile, options, group_size)

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from models.errors import InputError
+from models.paths import data_dir
 from workbench import store
 from workbench.environment import Environment, detect, require_gpu
 from workbench.profiler import (
@@ -33,7 +34,8 @@ from workbench.profiler import (
 )
 from workbench.timing import TimingConfig
 
-DATA_DIR = Path("data")
+DATA_DIR = data_dir()
+GROUP_SIZES = (32, 64, 128, 256)  # kernels.problems.GROUP_SIZES (kernels is not imported before the GPU is needed)
 
 
 def default_out(env: Environment, hot: bool) -> Path:
@@ -78,8 +80,13 @@ def profile(
     fresh: Annotated[bool, typer.Option("--fresh", help="discard what the output holds instead of resuming")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     calibration_dir: Annotated[Path, typer.Option("--calibration-dir")] = DATA_DIR / "calibration",
+    group_size: Annotated[int | None, typer.Option(
+        "--group-size", "-g", help=f"w4a16 group size G, one of {GROUP_SIZES} (default 128); kernels that cannot "
+        "run it are skipped with the reason")] = None,
 ) -> None:
     """Measure kernels x batches x shapes on this GPU; each point is appended as soon as it is measured."""
+    if group_size is not None and group_size not in GROUP_SIZES:
+        raise InputError(f"--group-size {group_size}: accepted group sizes are {', '.join(map(str, GROUP_SIZES))}")
     cfg = TimingConfig(hot=hot, budget_s=budget, use_graph=graph).validate()
     shapes = parse_shapes(shape or [])
     if model:
@@ -110,6 +117,7 @@ def profile(
         result = run_sweep(
             points, out, env, cfg=cfg, timer=CudaTimer(use_graph=graph), sampler=NvmlSampler(uuid=env.gpu_uuid or None),
             calibration_sm_clock_hz=calibration_clock(env, calibration_dir), fresh=fresh, progress=progress,
+            group_size=group_size,
         )
     except SweepAborted as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -246,6 +246,7 @@ class PointTiming:
     ref_maxabs_rel: float
     quant_error_rel: float
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds: make, check, warmup, capture, loop, single
+    bytes: float = 0.0  # bytes one launch reads and writes (the runner's Problem.bytes; 0: not reported)
 
 
 def measure(runner: Any, M: int, N: int, K: int, l2_bytes: int, timer: Timer, cfg: TimingConfig | None = None,
@@ -325,4 +326,5 @@ def _measure(runner: Any, M: int, N: int, K: int, l2_bytes: int, timer: Timer, c
         ref_maxabs_rel=maxabs,
         quant_error_rel=float(getattr(first, "quant_error_rel", math.nan)),
         phases=phases,
+        bytes=float(getattr(first, "bytes", 0) or 0),
     )
