@@ -19,6 +19,7 @@ import numpy as np
 from kernels import build, pack_w4, problems, quant
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
+from models.kernel_terms import KernelFacts, m_tiles_from
 from models.schemes import SCHEME_PARAMS
 
 W4_GROUP: int = SCHEME_PARAMS["w4a16"]["group_size"]  # the default group size of the w4a16 scheme
@@ -386,3 +387,11 @@ class GemvRunner:
 
 def make_runner(spec: KernelSpec, group_size: int | None = None) -> GemvRunner:
     return GemvRunner(spec, group_size=group_size)
+
+
+# What the kernel-aware model needs (models.kernel_terms): CUDA-core products per batch row, M padded to MB_BINS,
+# the conversion each kernel runs per weight.
+_DEQUANT = {"gemv_w4_ref": "w4", "w4a16_gemv": "w4", "w8a16_gemv": "w8", "fp8_gemv": "e4m3"}
+SPECS = tuple(replace(s, facts=KernelFacts("gemv", "cuda_core", _DEQUANT.get(s.name, "none"),
+                                           m_tiles_from(mb_for, range(1, MB_BINS[-1] + 1)), cuda_core_rows=True))
+              for s in SPECS)

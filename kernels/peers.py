@@ -10,6 +10,7 @@ runner raises a clear InputError where it is missing).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 from kernels import problems
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
+from models.kernel_terms import KernelFacts
 from models.schemes import SCHEME_PARAMS
 
 W4_GROUP: int = SCHEME_PARAMS["w4a16"]["group_size"]
@@ -195,3 +197,17 @@ class PeerRunner:
 
 def make_runner(spec: KernelSpec, group_size: int | None = None) -> PeerRunner:
     return PeerRunner(spec, group_size)
+
+
+# What the kernel-aware model needs (models.kernel_terms): the library kernels' instruction paths; their tiles are not
+# known, only the M padding the runners add (_PAD). tinygemm's measured time grows with M from M = 1: one pass over
+# the dequantized weights per batch row.
+_FACTS = {
+    "cublas_fp16": KernelFacts("library", "wgmma_f16"),
+    "cublas_bf16": KernelFacts("library", "wgmma_bf16"),
+    "cublas_fp32": KernelFacts("library", "library_fp32"),
+    "torch_int4_tinygemm": KernelFacts("library", "mma_sync_bf16", "w4", ((256, 1),)),
+    "torch_fp8_scaled_mm": KernelFacts("library", "wgmma_e4m3", "none", ((256, 16),)),
+    "torch_int_mm": KernelFacts("library", "wgmma_s8", "none", ((32, 32), (256, 8))),
+}
+SPECS = tuple(replace(s, facts=_FACTS[s.name]) for s in SPECS)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from models.errors import InputError, unknown
+from models.kernel_terms import KernelFacts
 
 PROVIDERS = (
     "kernels.gemv",  # GEMV-class kernels, batch 1-16 (and the chapter's reference kernels)
@@ -38,6 +39,7 @@ class KernelSpec:
     entry: str | None = None  # extern "C" __global__ name
     geometry: str = ""  # launch geometry in words (block, grid, split-K, ...)
     notes: str = ""  # e.g. "fp8 weights converted to fp16; e4m3 mma is emulated on sm_90"
+    facts: KernelFacts | None = None  # what the kernel-aware model needs (family, instruction path, tiles, dequant)
 
     def supports(self, M: int, cc: int | None = None) -> bool:
         return self.m_min <= M <= self.m_max and (cc is None or self.min_cc <= cc <= (self.max_cc or cc))
@@ -95,6 +97,11 @@ def specs(scheme: str | None = None, role: str | None = None) -> list[KernelSpec
     return [
         s for s in _load_specs().values() if (scheme is None or s.scheme == scheme) and (role is None or s.role == role)
     ]
+
+
+def facts() -> dict[str, KernelFacts]:
+    """Kernel name -> its declared KernelFacts, for every registered kernel that declares them."""
+    return {name: s.facts for name, s in _load_specs().items() if s.facts is not None}
 
 
 def get(name: str) -> KernelSpec:

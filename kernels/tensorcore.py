@@ -19,7 +19,7 @@ CuPy is imported inside functions only.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ import numpy as np
 from kernels import problems
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
+from models.kernel_terms import KernelFacts, m_tiles_from
 from models.schemes import SCHEME_PARAMS
 
 W4_GROUP: int = SCHEME_PARAMS["w4a16"]["group_size"]  # the default group size (the only one the kernel's layout holds)
@@ -332,3 +333,12 @@ class TensorCoreRunner:
 def make_runner(spec: KernelSpec, per_sm: int | None = None, variant: str | None = None,
                 group_size: int | None = None) -> TensorCoreRunner:
     return TensorCoreRunner(spec, per_sm, variant, group_size)
+
+
+# What the kernel-aware model needs (models.kernel_terms): the mma.sync instruction each scheme issues (fp8 and w4a16
+# convert to f16 first), the batch tile per M from SELECT, BN channels per tile.
+_PATH = {"bf16": ("mma_sync_bf16", "none"), "fp16": ("mma_sync_f16", "none"), "w4a16": ("mma_sync_f16", "w4"),
+         "w8a8": ("mma_sync_s8", "none"), "fp8": ("mma_sync_f16", "e4m3")}
+SPECS = tuple(replace(s, facts=KernelFacts("mma_sync", _PATH[s.scheme][0], _PATH[s.scheme][1],
+                                           m_tiles_from(lambda M, s=s: tile_config(s.scheme, M).bm), BN))
+              for s in SPECS)

@@ -19,7 +19,7 @@ CuPy is imported inside functions only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -28,6 +28,7 @@ import numpy as np
 from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tensorcore import _LAYOUT, W4_GROUP, TensorCoreRunner, TileConfig
 from models.errors import InputError
+from models.kernel_terms import KernelFacts, m_tiles_from
 
 _GEOMETRY = ("wgmma m64nBMk16/k32 with the weights as A: 64*WG channels x BM batch rows per CTA (BM = 16..256, the "
              "smallest holding M), WG warpgroups, STAGES-deep cp.async pipeline of KT-byte k-tiles in the 128-byte "
@@ -274,3 +275,13 @@ def make_runner(spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None
     if spec.scheme == "w4a16":
         return WgW4Runner(spec, per_sm, tile, options, group_size)
     return WgmmaRunner(spec, per_sm, tile, options, group_size)
+
+
+# What the kernel-aware model needs (models.kernel_terms): the wgmma instruction each kernel issues, the batch tile per
+# M (WG_TILES, W4_TILES: M > 128 runs 128-row m-tiles), 128 channels per CTA in every registered tile.
+_PATH = {"wg_bf16": "wgmma_bf16", "wg_fp16": "wgmma_f16", "wg_w8a8": "wgmma_s8", "wg_fp8": "wgmma_e4m3",
+         "wg_w4a16": "wgmma_f16"}
+SPECS = tuple(replace(s, facts=KernelFacts(
+    "wgmma", _PATH[s.name], "w4" if s.scheme == "w4a16" else "none",
+    m_tiles_from(lambda M: next((b for b in sorted(W4_TILES) if M <= b), max(W4_TILES))) if s.scheme == "w4a16"
+    else m_tiles_from(batch_tile), 128)) for s in SPECS)
