@@ -5,7 +5,7 @@ L2-cold (input sets rotating through >= 3x the L2 size), CUDA-graph replays of b
 median per launch. Bytes are what each kernel's device arrays hold (kernels.problems), FLOPs 2*M*N*K.
 
     PYTHONPATH=. python bench/bench_tensorcore.py --out $OUT [--shapes 22016x4096,4096x11008] [--batches 16,32]
-        [--variants v1,v2]   (default: the SELECT table's choice per M, reported as its variant name)
+        [--variants narrow,wide]   (default: the SELECT table's choice per M, reported as its variant name)
         [--wg-tiles=-,2x4x128,2x4x128xt,2x4x128xt2]   (wgmma kernels wg_*: warpgroups x stages x k-tile bytes
             forced at every M, "xt" = the TMA kernel, "xtN" = with N 64-channel blocks per warpgroup, "-" = the
             default kernels.wgmma.WG_TILES; note the "=": a list starting with "-") [--budget 0.2]

@@ -35,9 +35,10 @@ W4_GROUP: int = SCHEME_PARAMS["w4a16"]["group_size"]  # the default group size (
 _PARAMS = {"bf16": ("bf16", "bf16"), "fp16": ("f16", "f16"), "w4a16": ("w4", "f16"), "w8a8": ("w8", "i8"),
            "fp8": ("e4m3", "e4m3")}
 
-_GEOMETRY = ("BM x 128 outputs per CTA, BM and the variant (v1: 4 warps, 128-byte k-tiles; v2: 8 warps, 256-byte "
-             "k-tiles, all of M in one tile up to 256; v3/v4: v2 with a 4th stage at BM 16/64, w4a16 with the scale on "
-             "the fp32 sums and the k-steps split over 2 warp groups) chosen per M by tensorcore.SELECT; "
+_GEOMETRY = ("BM x 128 outputs per CTA, BM and the variant (narrow: 4 warps, 128-byte k-tiles; wide: 8 warps, "
+             "256-byte k-tiles, all of M in one tile up to 256; wide-ksplit / wide-sumscale: wide with a 4th stage at "
+             "BM 16/64, w4a16 with the scale on the fp32 sums, with or without the k-steps split over 2 warp groups) "
+             "chosen per M by tensorcore.SELECT; "
              "{stages}-stage cp.async "
              "pipeline; persistent stream-K grid over (n-tile, k-tile) x m-tiles, split tiles summed through per-CTA "
              "slots by the CTA that completes them")
@@ -59,7 +60,7 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("tc_w4a16", "w4a16", "tc_gemm_w4a16.cu", "tc_gemm_w4a16",
           "int4 G=128 reordered offline (kernels.pack_tc), fp16 scale + fp16 zero per group (zero stored as fp16: "
           "4.25 bits/weight), 0x6400 dequant in registers; no L2 evict-first hint (see the .cu); fp16 x and y; "
-          "v1: BM <= 64 (M > 64 runs several m-tiles); v2: BM up to 256 with 8 warps"),
+          "narrow: BM <= 64 (M > 64 runs several m-tiles); wide: BM up to 256 with 8 warps"),
     _spec("tc_w8a8", "w8a8", "tc_gemm_w8a8.cu", "tc_gemm_w8a8",
           "mma.sync m16n8k32 s8 -> s32; fp32 per-channel x per-token rescale in the epilogue; fp16 output; "
           "activation quantization not timed"),
@@ -94,42 +95,45 @@ class Variant:
     w4_tiles: dict[int, Tile]  # w4a16 (tc_gemm_w4a16.cu)
 
 
-_V3_BYTES = {16: Tile(16, 8, 4, 256), 32: Tile(32, 8, 4, 256), 64: Tile(64, 8, 4, 256), 128: Tile(128, 8, 3, 256),
+_DEEP_BYTES = {16: Tile(16, 8, 4, 256), 32: Tile(32, 8, 4, 256), 64: Tile(64, 8, 4, 256), 128: Tile(128, 8, 3, 256),
              256: Tile(256, 8, 4, 128)}
 VARIANTS: dict[str, Variant] = {
     # the first, measured configuration: 4 warps, 128 bytes of K per barrier, w4a16 BM <= 64
-    "v1": Variant((), {16: Tile(16, 4, 4), 32: Tile(32, 4, 4), 64: Tile(64, 4, 4), 128: Tile(128, 4, 3)},
+    "narrow": Variant((), {16: Tile(16, 4, 4), 32: Tile(32, 4, 4), 64: Tile(64, 4, 4), 128: Tile(128, 4, 3)},
                   {16: Tile(16, 4, 4), 32: Tile(32, 4, 4), 64: Tile(64, 4, 4)}),
     # 8 warps, 256 bytes of K per barrier, M = 256 in one tile; w4a16: deeper pipelines, 8 warps from BM = 64
-    "v2": Variant(("-DTC_V2",),
+    "wide": Variant(("-DTC_WIDE",),
                   {16: Tile(16, 8, 3, 256), 32: Tile(32, 8, 4, 256), 64: Tile(64, 8, 3, 256),
                    128: Tile(128, 8, 3, 256), 256: Tile(256, 8, 4, 128)},
                   {16: Tile(16, 4, 8), 32: Tile(32, 4, 6), 64: Tile(64, 8, 4), 128: Tile(128, 8, 4),
                    256: Tile(256, 8, 3)}),
-    # v2 with one more stage at BM 16 and 64; w4a16: scale on the fp32 sums per k-tile and the k-steps split over
+    # wide with one more stage at BM 16 and 64; w4a16: scale on the fp32 sums per k-tile and the k-steps split over
     # two warp groups (8 warps) at BM <= 32
-    "v3": Variant(("-DTC_V3",), _V3_BYTES,
+    "wide-ksplit": Variant(("-DTC_WIDE_KSPLIT",), _DEEP_BYTES,
                   {16: Tile(16, 8, 6), 32: Tile(32, 8, 4), 64: Tile(64, 8, 4), 128: Tile(128, 8, 4),
                    256: Tile(256, 8, 3)}),
-    # v3's byte GEMMs; w4a16: scale on the sums without the k-split (4 warps, deeper pipelines) at BM <= 32, the
+    # wide-ksplit's byte GEMMs; w4a16: scale on the sums without the k-split (4 warps, deeper pipelines) at BM <= 32, the
     # k-split (two groups of 4 warps over the same 64 rows) at BM = 64
-    "v4": Variant(("-DTC_V4",), _V3_BYTES,
+    "wide-sumscale": Variant(("-DTC_WIDE_SUMSCALE",), _DEEP_BYTES,
                   {16: Tile(16, 4, 8), 32: Tile(32, 4, 6), 64: Tile(64, 8, 4), 128: Tile(128, 8, 4),
                    256: Tile(256, 8, 3)}),
 }
 
 # The selection table: scheme -> ((largest M, variant), ...) in increasing M; edited from measurements only
-# (docs/kernels-tensorcore.md). A variant whose k-tile does not divide K falls back to v1.
-# H200 (bench/bench_tensorcore.py, 2026-12-02): the faster variant summed over 22016x4096 and 4096x11008; v3's extra
-# stage wins at BM = 16 for the byte GEMMs and loses at 64; w4a16: v2 below 16 rows, v3's k-split at 16, v4 at 32,
-# v2 (= v3 = v4 there) to 128, v1's four 64-row tiles at 256. fp8 was not re-measured with v3 (kept as before);
+# (docs/kernels-tensorcore.md). A variant whose k-tile does not divide K falls back to narrow.
+# (Development names, used in docs/kernels-tensorcore.md's history: v1 = narrow, v2 = wide, v3 = wide-ksplit,
+# v4 = wide-sumscale.)
+# H200 (bench/bench_tensorcore.py, 2026-12-02): the faster variant summed over 22016x4096 and 4096x11008; the extra
+# stage wins at BM = 16 for the byte GEMMs and loses at 64; w4a16: wide below 16 rows, the k-split at 16, the scale on
+# the sums at 32, wide (= the others there) to 128, narrow's four 64-row tiles at 256. fp8 was not re-measured with
+# wide-ksplit (kept as before);
 # fp16 shares bf16's mainloop and follows bf16's choice (unmeasured).
 SELECT: dict[str, tuple[tuple[int, str], ...]] = {
-    "bf16": ((16, "v3"), (256, "v2")),
-    "fp16": ((16, "v3"), (256, "v2")),
-    "w4a16": ((8, "v2"), (16, "v3"), (32, "v4"), (128, "v2"), (256, "v1")),
-    "w8a8": ((16, "v3"), (128, "v2"), (256, "v1")),
-    "fp8": ((32, "v1"), (256, "v2")),
+    "bf16": ((16, "wide-ksplit"), (256, "wide")),
+    "fp16": ((16, "wide-ksplit"), (256, "wide")),
+    "w4a16": ((8, "wide"), (16, "wide-ksplit"), (32, "wide-sumscale"), (128, "wide"), (256, "narrow")),
+    "w8a8": ((16, "wide-ksplit"), (128, "wide"), (256, "narrow")),
+    "fp8": ((32, "narrow"), (256, "wide")),
 }
 
 
@@ -141,7 +145,7 @@ class TileConfig:
     smem_bytes: int  # dynamic shared memory per CTA
     threads: int = 128
     kt: int = 128
-    variant: str = "v1"
+    variant: str = "narrow"
     bn: int = BN  # output channels per CTA tile
 
 
@@ -150,10 +154,10 @@ def _k_bytes(scheme: str, K: int) -> int:
 
 
 def select_variant(scheme: str, M: int, K: int | None = None) -> str:
-    """The variant SELECT names for batch M; v1 when the variant's k-tile does not divide K."""
+    """The variant SELECT names for batch M; narrow when the variant's k-tile does not divide K."""
     name = next((v for m_max, v in SELECT[scheme] if M <= m_max), SELECT[scheme][-1][1])
     if K is not None and scheme != "w4a16" and _k_bytes(scheme, K) % _tile(scheme, M, name).kt:
-        return "v1"
+        return "narrow"
     return name
 
 
@@ -287,7 +291,7 @@ class TensorCoreRunner:
             arrays["sa"] = arrays["sb"] = cupy.ones(1, dtype=cupy.float32)  # unused by the kernel
         ctas = grid_ctas(tiles_n, ktiles, cfg.m_tiles, *self._sms_and_per_sm(fn, cfg))
         # split-K slots (finish_tile in tc_common.cuh): two per CTA of one CTA tile's sums, twice that for w4a16,
-        # whose k-split warp groups (v3/v4) hold a tile each; overwritten before they are read, never zeroed
+        # whose k-split warp groups (wide-ksplit / wide-sumscale) hold a tile each; overwritten before they are read, never zeroed
         slot = cfg.bm * cfg.bn * (2 if scheme == "w4a16" else 1)
         arrays["ws"] = cupy.empty(cfg.m_tiles * ctas * 2 * slot, dtype=cupy.uint32)
         problem = Problem(M, N, K, arrays, out, nbytes, inputs.ref, inputs.quant_error_rel,
