@@ -109,7 +109,7 @@ def quant_error_command(
     typer.echo(f"weights: {source} ({w.shape[0]}x{w.shape[1]}); y = x W^T with {tokens} Gaussian tokens")
     typer.echo(f"{'choice':26s} {'bits/weight':>11s} {'overhead':>9s} {'W error':>9s} {'y error':>9s}")
     for r in table.itertuples():
-        typer.echo(f"{r.label:26s} {r.bits_per_weight:11.3f} {fmt_percent(r.overhead):>9s} "
+        typer.echo(f"{r.label:26s} {r.bits_per_weight:11.3f} {100 * r.overhead:8.3f}% "
                    f"{fmt_percent(r.weight_error_rel):>9s} {fmt_percent(r.output_error_rel):>9s}")
     if csv:
         _write_csv(table, csv)
