@@ -13,6 +13,7 @@ accumulators and the partials share the register file). CuPy is imported inside 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tensorcore import TensorCoreRunner, TileConfig, grid_ctas
 from kernels.wgmma import SMEM_LIMIT, WgTile
 from models.errors import InputError
+from models.kernel_terms import KernelFacts, m_tiles_from
 from models.schemes import FP8_BLOCK
 
 # weights 128 x 128, activations 1 x 128: models.schemes.get_scheme("fp8", granularity="block")
@@ -144,3 +146,10 @@ class FP8BlockRunner(TensorCoreRunner):
 
 def make_runner(spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None = None) -> FP8BlockRunner:
     return FP8BlockRunner(spec, per_sm, tile)
+
+
+# What the kernel-aware model needs (models.kernel_terms): native e4m3 wgmma, the batch tile per M from TILES (M > 128
+# in 128-row m-tiles), 128 channels per CTA, one rescale FMA per accumulator and 128-deep K block.
+SPECS = tuple(replace(s, facts=KernelFacts(
+    "wgmma", "wgmma_e4m3", "none", m_tiles_from(lambda M: next((b for b in sorted(TILES) if M <= b), max(TILES))),
+    128, k_block_rescale=128)) for s in SPECS)

@@ -36,6 +36,7 @@ FIT_MIN_POINTS = 6
 # microbenchmark meaning: a kernel streams its bytes at about the read curve's rate, and its conversion work is about
 # the microbenchmark's. They matter only where two terms are equally able to explain the times.
 PRIOR_LOG_SIGMA = {"mem_scale": 0.5, "alu_dq": 2.0}
+DATA_LOG_SIGMA = 0.05  # the scale of a data residual (log time) against which the priors are weighed
 
 
 def _sources(gpu: GpuTerms) -> str:
@@ -79,7 +80,8 @@ def predict_kernels(points: pd.DataFrame, facts: Mapping[str, KernelFacts], gpus
     return out
 
 
-def _fit_one(facts: KernelFacts, terms: list[tuple[Any, np.ndarray]]) -> tuple[KernelParams, float]:
+def _fit_one(facts: KernelFacts, terms: list[tuple[Any, np.ndarray]],
+             priors: bool = True) -> tuple[KernelParams, float]:
     """Least squares on log(predicted / measured) over the active parameters; returns the params and the RMS."""
     from scipy.optimize import least_squares
 
@@ -92,22 +94,22 @@ def _fit_one(facts: KernelFacts, terms: list[tuple[Any, np.ndarray]]) -> tuple[K
     def params(x: np.ndarray) -> KernelParams:
         return KernelParams(**{k: float(v) for k, v in zip(names, x * scale, strict=True)})
 
-    prior = [(i, PRIOR_LOG_SIGMA[k]) for i, k in enumerate(names) if k in PRIOR_LOG_SIGMA]
+    prior = [(i, PRIOR_LOG_SIGMA[k]) for i, k in enumerate(names) if k in PRIOR_LOG_SIGMA and priors]
 
     def residual(x: np.ndarray) -> np.ndarray:
         p = params(x)
-        data = [np.log(combine(t, p)["time_kernel_s"] / meas) for t, meas in terms]
+        data = [np.log(combine(t, p)["time_kernel_s"] / meas) / DATA_LOG_SIGMA for t, meas in terms]
         pulls = [np.log(max(x[i] * scale[i], 1e-3) / PARAM_BOUNDS[names[i]][2]) / sigma for i, sigma in prior]
         return np.concatenate([*data, np.array(pulls)])
 
     res = least_squares(residual, np.clip(start / scale, lo / scale, hi / scale), bounds=(lo / scale, hi / scale),
                         method="trf", x_scale="jac")
     n_data = sum(len(meas) for _, meas in terms)
-    return params(res.x), float(np.sqrt(np.mean(res.fun[:n_data] ** 2)))
+    return params(res.x), float(np.sqrt(np.mean(res.fun[:n_data] ** 2)) * DATA_LOG_SIGMA)
 
 
 def fit_table(rows: pd.DataFrame, facts: Mapping[str, KernelFacts], gpus: Callable[[str], GpuTerms],
-              provenance: dict[str, Any] | None = None) -> ParamTable:
+              provenance: dict[str, Any] | None = None, priors: bool = True) -> ParamTable:
     """KernelParams per kernel from measured rows (gpu, kernel, M, N, K, bytes, time_median_s)."""
     kernels: dict[str, KernelParams] = {}
     rms: dict[str, float] = {}
@@ -119,7 +121,7 @@ def fit_table(rows: pd.DataFrame, facts: Mapping[str, KernelFacts], gpus: Callab
         for gpu_key, g in sub.groupby(sub["gpu"].astype(str)):
             t = raw_terms(f, gpus(gpu_key), g["M"], g["N"], g["K"], g["bytes"])
             terms.append((t, g["time_median_s"].to_numpy(dtype=np.float64)))
-        kernels[kernel], rms[kernel] = _fit_one(f, terms)
+        kernels[kernel], rms[kernel] = _fit_one(f, terms, priors)
     prov = dict(provenance or {})
     prov["points"] = int(len(rows))
     prov["rms_log_error"] = {k: round(v, 4) for k, v in rms.items()}
@@ -127,13 +129,13 @@ def fit_table(rows: pd.DataFrame, facts: Mapping[str, KernelFacts], gpus: Callab
 
 
 def leave_one_shape_out(rows: pd.DataFrame, facts: Mapping[str, KernelFacts],
-                        gpus: Callable[[str], GpuTerms]) -> pd.Series:
+                        gpus: Callable[[str], GpuTerms], priors: bool = True) -> pd.Series:
     """time_kernel_s of every row predicted by parameters fitted without its (N, K): out of sample."""
     shapes = rows[["N", "K"]].drop_duplicates().itertuples(index=False)
     pred = pd.Series(np.nan, index=rows.index, dtype="float64")
     for N, K in shapes:
         held = (rows["N"] == N) & (rows["K"] == K)
-        table = fit_table(rows[~held], facts, gpus)
+        table = fit_table(rows[~held], facts, gpus, priors=priors)
         got = predict_kernels(rows[held], facts, gpus, table)
         pred[held] = got["time_kernel_s"].to_numpy()
     return pred

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "workbench.cli_compare",
     "workbench.cli_serve",
     "workbench.cli_quant_recommend",
+    "workbench.cli_model",
 )
 
 
