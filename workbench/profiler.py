@@ -161,8 +161,7 @@ def make_row(env: Environment, point: Point, t: PointTiming, clocks: ClockSummar
     inputs and output; the scheme's accounting at this group size when the runner does not say), FLOPs 2*M*N*K."""
     from models.schemes import get_scheme, traffic
 
-    scheme = get_scheme(point.spec.scheme, group_size=group_size or None) if group_size else get_scheme(
-        point.spec.scheme)
+    scheme = get_scheme(point.spec.scheme, group_size=group_size) if group_size else get_scheme(point.spec.scheme)
     tr = traffic(scheme, point.M, point.shape.N, point.shape.K)
     s = t.stats
     return {
