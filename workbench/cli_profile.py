@@ -49,6 +49,22 @@ def _format_phases(result: SweepResult) -> str:
     return "; ".join(parts)
 
 
+def _phase_table(result: SweepResult) -> None:
+    """Where the sweep's wall time went: compile, making inputs (make), checking, timing loops, ..."""
+    from rich.console import Console
+    from rich.table import Table
+
+    total = result.wall_s or 1.0
+    table = Table(title=f"{result.measured} points in {result.wall_s:.1f} s (process start and imports not included)")
+    for col in ("phase", "seconds", "share of the sweep"):
+        table.add_column(col, justify="left" if col == "phase" else "right")
+    for k, v in sorted(result.phases.items(), key=lambda kv: -kv[1]):
+        table.add_row(k, f"{v:.1f}", f"{v / total:.0%}")
+    rest = total - sum(result.phases.values())
+    table.add_row("other (NVML, progress, Python)", f"{max(rest, 0.0):.1f}", f"{max(rest, 0.0) / total:.0%}")
+    Console().print(table)
+
+
 def _summary(result: SweepResult, run_id: str) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -131,6 +147,7 @@ def profile(
     for line in result.refused:
         print(f"skipped: {line}")
     _summary(result, result.run_id)
+    _phase_table(result)
     print(f"measured {result.measured} points in {result.wall_s:.1f}s: {_format_phases(result)}")
     if result.failed:
         print(f"{len(result.failed)} points failed (see above)")
