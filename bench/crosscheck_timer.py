@@ -144,10 +144,15 @@ def main() -> int:
                                  ratio=ours.stats.median / theirs, ratio_sync=ours.stats.median / synced,
                                  timer=ours.method, rotate_sets=ours.rotate_sets,
                                  launches_per_sample=ours.launches_per_sample))
+                r = rows[-1]
+                print(f"{name:<22} M={M:<4} {mode:<4} profiler {r['profiler_s'] * 1e6:9.2f} µs  torch "
+                      f"{theirs * 1e6:9.2f}  ratio {r['ratio']:.4f}  one-replay-per-sync ratio {r['ratio_sync']:.4f}",
+                      flush=True)
     if args.out:
         import pandas as pd
 
         pd.DataFrame(rows).to_csv(args.out, index=False)
+    print()
     ok, lines = verdict(rows)
     print(f"({len(rows)} points in {time.perf_counter() - t0:.0f} s; ratio = profiler / torch back-to-back; the last "
           "column: profiler / torch one replay per synchronisation)")
