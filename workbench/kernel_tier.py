@@ -83,7 +83,7 @@ def best_kernel_tier(points: pd.DataFrame, calibrations: Mapping[str, Calibratio
     best = pd.DataFrame(index=out.index, columns=list(OUTPUT_COLUMNS), dtype=object)
     best["time_kernel_s"] = np.inf
     names = pd.Series("", index=out.index, dtype=object)
-    cc = out["gpu"].astype(str).map(lambda k: int(get_gpu(k).compute_capability.replace(".", "")))
+    cc = out["gpu"].astype(str).map(lambda k: get_gpu(k).cc_int)
     for name, (scheme, m_min, m_max, min_cc, max_cc) in limits.items():
         rows = ((out["scheme"].astype(str) == scheme) & out["M"].between(m_min, m_max) & (cc >= min_cc)
                 & (cc <= (max_cc or 10**9)))
@@ -99,6 +99,11 @@ def best_kernel_tier(points: pd.DataFrame, calibrations: Mapping[str, Calibratio
     for c in OUTPUT_COLUMNS:
         out[c] = best[c].astype("float64") if c not in ("kernel_terms_source", "kernel_params_source") else best[c]
     out["kernel_predicted"] = names
+    terms = out[["attr_memory_s", "attr_alu_s", "attr_tensor_s"]].to_numpy(dtype=np.float64)
+    fixed = out[["attr_fixed_s", "attr_fixup_s"]].to_numpy(dtype=np.float64).sum(axis=1)
+    largest = np.array(["memory", "alu", "tensor"], dtype=object)[np.nan_to_num(terms, nan=-1.0).argmax(axis=1)]
+    out["bound_kernel"] = np.where(np.isnan(terms).all(axis=1), "", np.where(fixed > terms.max(axis=1, initial=0),
+                                                                                "fixed", largest))
     return out
 
 
