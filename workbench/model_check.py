@@ -62,7 +62,7 @@ def check(measured: pd.DataFrame, calibrations: dict[str, Any], holdout: pd.Data
     for view, frame, kernel_col in frames:
         best = best_per_scheme(frame)
         pts.append(best.assign(view=view))
-        tiers = {t: c for t, c in TIERS.items() if t != "kernel"} if view == "in sample" else {}
+        tiers = {t: c for t, c in TIERS.items() if t != "kernel"} if view != "LOSO" else {}
         tiers["kernel"] = kernel_col
         for tier, col in tiers.items():
             err = best[col].to_numpy(dtype="float64") / best["time_measured_s"].to_numpy(dtype="float64") - 1.0
