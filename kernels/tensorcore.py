@@ -27,7 +27,7 @@ import numpy as np
 from kernels import problems
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
-from models.kernel_terms import KernelFacts, m_tiles_from
+from models.kernel_terms import STREAM_K_CTAS, KernelFacts, m_tiles_from
 from models.schemes import SCHEME_PARAMS
 
 W4_GROUP: int = SCHEME_PARAMS["w4a16"]["group_size"]  # the default group size (the only one the kernel's layout holds)
@@ -344,5 +344,6 @@ def make_runner(spec: KernelSpec, per_sm: int | None = None, variant: str | None
 _PATH = {"bf16": ("mma_sync_bf16", "none"), "fp16": ("mma_sync_f16", "none"), "w4a16": ("mma_sync_f16", "w4"),
          "w8a8": ("mma_sync_s8", "none"), "fp8": ("mma_sync_f16", "e4m3")}
 SPECS = tuple(replace(s, facts=KernelFacts("mma_sync", _PATH[s.scheme][0], _PATH[s.scheme][1],
-                                           m_tiles_from(lambda M, s=s: tile_config(s.scheme, M).bm), BN))
+                                           m_tiles_from(lambda M, s=s: tile_config(s.scheme, M).bm), BN,
+                                           stream_k_ctas=STREAM_K_CTAS))
               for s in SPECS)

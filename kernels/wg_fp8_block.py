@@ -22,7 +22,7 @@ from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tensorcore import TensorCoreRunner, TileConfig, grid_ctas
 from kernels.wgmma import SMEM_LIMIT, WgTile
 from models.errors import InputError
-from models.kernel_terms import KernelFacts, m_tiles_from
+from models.kernel_terms import STREAM_K_CTAS, KernelFacts, m_tiles_from
 from models.schemes import FP8_BLOCK
 
 # weights 128 x 128, activations 1 x 128: models.schemes.get_scheme("fp8", granularity="block")
@@ -152,4 +152,4 @@ def make_runner(spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None
 # in 128-row m-tiles), 128 channels per CTA, one rescale FMA per accumulator and 128-deep K block.
 SPECS = tuple(replace(s, facts=KernelFacts(
     "wgmma", "wgmma_e4m3", "none", m_tiles_from(lambda M: next((b for b in sorted(TILES) if M <= b), max(TILES))),
-    128, k_block_rescale=128)) for s in SPECS)
+    128, k_block_rescale=128, stream_k_ctas=STREAM_K_CTAS)) for s in SPECS)

@@ -28,7 +28,7 @@ import numpy as np
 from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tensorcore import _LAYOUT, W4_GROUP, TensorCoreRunner, TileConfig
 from models.errors import InputError
-from models.kernel_terms import KernelFacts, m_tiles_from
+from models.kernel_terms import STREAM_K_CTAS, KernelFacts, m_tiles_from
 
 _GEOMETRY = ("wgmma m64nBMk16/k32 with the weights as A: 64*WG channels x BM batch rows per CTA (BM = 16..256, the "
              "smallest holding M), WG warpgroups, STAGES-deep cp.async pipeline of KT-byte k-tiles in the 128-byte "
@@ -284,4 +284,4 @@ _PATH = {"wg_bf16": "wgmma_bf16", "wg_fp16": "wgmma_f16", "wg_w8a8": "wgmma_s8",
 SPECS = tuple(replace(s, facts=KernelFacts(
     "wgmma", _PATH[s.name], "w4" if s.scheme == "w4a16" else "none",
     m_tiles_from(lambda M: next((b for b in sorted(W4_TILES) if M <= b), max(W4_TILES))) if s.scheme == "w4a16"
-    else m_tiles_from(batch_tile), 128)) for s in SPECS)
+    else m_tiles_from(batch_tile), 128, stream_k_ctas=STREAM_K_CTAS)) for s in SPECS)

@@ -35,7 +35,7 @@ FIT_MIN_POINTS = 6
 # Weak priors (sigma of log(parameter / neutral)) that keep parameters the data cannot separate near their
 # microbenchmark meaning: a kernel streams its bytes at about the read curve's rate, and its conversion work is about
 # the microbenchmark's. They matter only where two terms are equally able to explain the times.
-PRIOR_LOG_SIGMA = {"mem_scale": 0.5, "alu_dq": 2.0}
+PRIOR_LOG_SIGMA = {"mem_scale": 0.5, "alu_dq": 2.0, "fixup_scale": 1.0}
 DATA_LOG_SIGMA = 0.05  # the scale of a data residual (log time) against which the priors are weighed
 
 

@@ -12,14 +12,16 @@ V bytes:
                                               block-scaled FP8: M_pad*N_pad*K/k_block rescale FMAs in the same units
   tensor   2*M_pad*N_pad*K / (G.path_flops[F.path] * p.tc_eff)
                                               the tile-padded work at the ceiling of the instruction the kernel issues
-  time     fixed + max(memory, alu, tensor) + (1 - p.overlap) * (the other two)
+  time     fixed + fixup + max(memory, alu, tensor) + (1 - p.overlap) * (the other two)
 Parameters `p` (KernelParams) are per kernel and are the only numbers estimated from kernel timings: extra fixed
 cost, memory and ALU multipliers (how far the kernel is from its microbenchmark), tensor efficiency and the overlap
 of the terms. `models.kernel_fit` estimates them (with leave-one-shape-out validation); a kernel without fitted
 parameters gets its family's median, or the neutral defaults below, and says which.
-Attribution: fixed (G.fixed_s), fixup (p.extra_fixed_s), memory, alu and tensor (the largest term whole, the
-others scaled by 1 - overlap), so the parts add up to the predicted time; the remainder (measured - predicted) is
-added where a measurement exists.
+  fixup    stream-K kernels: slots the busiest tile's owner sums x (tile rows x BN x 4 bytes) / (L2 rate / SMs),
+           x p.fixup_scale, after the main loop (added, not overlapped)
+Attribution: fixed (G.fixed_s), fixup (p.extra_fixed_s + the split-tile term), memory, alu and tensor (the largest
+term whole, the others scaled by 1 - overlap), so the parts add up to the predicted time; the remainder (measured -
+predicted) is added where a measurement exists.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ PARAM_BOUNDS: dict[str, tuple[float, float, float]] = {
     "alu_row": (0.0, 60.0, 1.0),
     "tc_eff": (0.02, 1.5, 1.0),
     "overlap": (0.0, 1.0, 1.0),
+    "fixup_scale": (0.0, 20.0, 1.0),
 }
 
 
@@ -55,6 +58,7 @@ class KernelParams:
     alu_row: float = 1.0
     tc_eff: float = 1.0
     overlap: float = 1.0
+    fixup_scale: float = 1.0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "kernel params") -> KernelParams:
@@ -80,6 +84,8 @@ def active_params(facts: KernelFacts) -> tuple[str, ...]:
         names.append("alu_row")
     if facts.path != "cuda_core":
         names.append("tc_eff")
+    if facts.stream_k_ctas:
+        names.append("fixup_scale")
     return tuple(names)
 
 
@@ -92,6 +98,7 @@ class Terms:
     dequant: np.ndarray
     rows: np.ndarray
     tensor: np.ndarray
+    fixup: np.ndarray
 
 
 def raw_terms(facts: KernelFacts, gpu: GpuTerms, M: Any, N: Any, K: Any, nbytes: Any) -> Terms:
@@ -107,7 +114,11 @@ def raw_terms(facts: KernelFacts, gpu: GpuTerms, M: Any, N: Any, K: Any, nbytes:
         rows = rows + m_pad * facts.padded_n(N) * np.ceil(K / facts.k_block_rescale) / gpu.fma_per_s
     tensor = (2.0 * m_pad * facts.padded_n(N) * K / gpu.path_flops[facts.path]
               if facts.path != "cuda_core" else zero)
-    return Terms(fixed, memory, dequant, rows, tensor)
+    # split tiles: the owner of the busiest tile reads its slots (m_pad x n-tile fp32 sums each) from L2 at one SM's
+    # share of the L2 bandwidth, after its own main loop (not overlapped)
+    slot = facts.tile_rows(M) * facts.bn * 4.0
+    fixup = facts.fixup_slots(M, N, gpu.sms) * slot / (gpu.l2_bytes_per_s / gpu.sms) if facts.stream_k_ctas else zero
+    return Terms(fixed, memory, dequant, rows, tensor, fixup)
 
 
 def combine(t: Terms, p: KernelParams) -> dict[str, np.ndarray]:
@@ -120,7 +131,7 @@ def combine(t: Terms, p: KernelParams) -> dict[str, np.ndarray]:
     is_top = body == top
     first = is_top & (np.cumsum(is_top, axis=0) == 1)  # the largest term counted whole (ties: the first)
     shares = np.where(first, body, (1.0 - p.overlap) * body)
-    fixup = np.full(t.fixed.shape, p.extra_fixed_s)
+    fixup = p.extra_fixed_s + p.fixup_scale * t.fixup
     out = {"attr_fixed_s": t.fixed, "attr_fixup_s": fixup, "attr_memory_s": shares[0], "attr_alu_s": shares[1],
            "attr_tensor_s": shares[2]}
     out["time_kernel_s"] = t.fixed + fixup + shares.sum(axis=0)

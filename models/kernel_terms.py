@@ -38,6 +38,12 @@ DEQUANT_INSTR_PER_WEIGHT = {"w4": 18 / 8, "w8": 7 / 4, "e4m3": 5 / 4}
 # Without a measured read curve: a fixed cost per kernel plus bytes at the datasheet bandwidth. 2 us is the fixed cost
 # of a graph-launched streaming read on the H200 (REFERENCE.md: 1.74 us for 1 MB); an assumption on other GPUs.
 DATASHEET_FIXED_S = 2.0e-6
+# Our stream-K kernels' persistent grids: the registered tiles take 74-222 KB of shared memory and 128-288 threads of
+# up to 255 registers, so one CTA per SM is the rule (a few small tiles could fit two; the fitted fixup_scale absorbs).
+STREAM_K_CTAS: tuple[tuple[int, int], ...] = ((1 << 30, 1),)
+# Without a measured L2 read bandwidth: this multiple of the DRAM datasheet bandwidth (the H200 measured 7.2 TB/s
+# against 4.8 TB/s HBM: 1.5x).
+DATASHEET_L2_OVER_DRAM = 1.5
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,9 @@ class KernelFacts:
     bn: int = 0  # output channels per tile; N is padded to a multiple (0: not tiled)
     cuda_core_rows: bool = False  # the batch rows' products run on CUDA cores: that work grows with M
     k_block_rescale: int = 0  # partial sums rescaled on CUDA cores after every k_block of K (FP8 block scaling)
+    # stream-K persistent grid: ((largest M, CTAs per SM), ...); empty for a kernel that does not split tiles. The
+    # pieces of a split tile are summed through fp32 slots in L2 by the CTA that completes it.
+    stream_k_ctas: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -80,6 +89,17 @@ class KernelFacts:
         """How many m-tiles (each re-reads and re-converts the weights it covers)."""
         return np.ceil(M / self.tile_rows(M))
 
+    def fixup_slots(self, M: np.ndarray, N: np.ndarray, sms: int) -> np.ndarray:
+        """Slots the busiest tile's owner sums: ceil(CTAs per m-tile / tiles per m-tile), 0 without stream-K."""
+        if not self.stream_k_ctas:
+            return np.zeros(np.shape(M))
+        limits = np.array([m for m, _ in self.stream_k_ctas])
+        per_sm = np.array([c for _, c in self.stream_k_ctas])[
+            np.minimum(np.searchsorted(limits, M, side="left"), len(limits) - 1)]
+        ctas = np.floor(sms * per_sm / self.m_passes(M))
+        tiles = np.ceil(N / self.bn) if self.bn else np.ones(np.shape(M))
+        return np.ceil(ctas / tiles)
+
     def padded_n(self, N: np.ndarray) -> np.ndarray:
         return np.ceil(N / self.bn) * self.bn if self.bn else np.asarray(N, dtype=np.float64)
 
@@ -107,6 +127,8 @@ class GpuTerms:
     fma_per_s: float  # FP32 FMA instructions per second (lanes): FLOP/s / 2
     path_flops: dict[str, float]
     sources: dict[str, str] = field(default_factory=dict)  # term -> "calibrated" | "datasheet"
+    sms: int = 132
+    l2_bytes_per_s: float = float("nan")  # L2 read bandwidth (split-tile slots go through L2)
 
     @property
     def fixed_s(self) -> float:
@@ -173,4 +195,7 @@ def gpu_terms(gpu_key: str, cal: Calibration | None) -> GpuTerms:
         flops[path] = value if np.isfinite(value) else gpu.ceiling(unit)[1]
     sources["tensor"] = "calibrated" if all(s == "calibrated" for s in tc_src.values()) else "datasheet"
     sources.update({f"tensor:{p}": s for p, s in tc_src.items()})
-    return GpuTerms(gpu.key, curve[0], curve[1], dq, fp32 / 2.0, flops, sources)
+    l2 = measured("l2_bytes_per_s")
+    sources["l2"] = "calibrated" if np.isfinite(l2) else "datasheet"
+    l2 = l2 if np.isfinite(l2) else DATASHEET_L2_OVER_DRAM * gpu.bandwidth
+    return GpuTerms(gpu.key, curve[0], curve[1], dq, fp32 / 2.0, flops, sources, gpu.sms, l2)
