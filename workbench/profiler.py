@@ -365,8 +365,8 @@ def compile_all(points: list[Point], runners: dict[str, Any], runner_factory: Ca
         try:
             runner.check(p.M, p.shape.N, p.shape.K)
             jobs += runner.compile_jobs(p.M, p.shape.N, p.shape.K)
-        except InputError:
-            continue  # refused later, with the reason, by the sweep
+        except Exception:  # refused (InputError) or not listable here: the point compiles, or fails, on its own
+            continue
     if jobs:
         jobs += problems.compile_jobs(build.device_arch())
         _, failed = build.prewarm(jobs)
