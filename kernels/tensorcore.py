@@ -112,8 +112,8 @@ VARIANTS: dict[str, Variant] = {
     "wide-ksplit": Variant(("-DTC_WIDE_KSPLIT",), _DEEP_BYTES,
                   {16: Tile(16, 8, 6), 32: Tile(32, 8, 4), 64: Tile(64, 8, 4), 128: Tile(128, 8, 4),
                    256: Tile(256, 8, 3)}),
-    # wide-ksplit's byte GEMMs; w4a16: scale on the sums without the k-split (4 warps, deeper pipelines) at BM <= 32, the
-    # k-split (two groups of 4 warps over the same 64 rows) at BM = 64
+    # wide-ksplit's byte GEMMs; w4a16: scale on the sums without the k-split (4 warps, deeper pipelines) at BM <= 32,
+    # the k-split (two groups of 4 warps over the same 64 rows) at BM = 64
     "wide-sumscale": Variant(("-DTC_WIDE_SUMSCALE",), _DEEP_BYTES,
                   {16: Tile(16, 4, 8), 32: Tile(32, 4, 6), 64: Tile(64, 8, 4), 128: Tile(128, 8, 4),
                    256: Tile(256, 8, 3)}),
@@ -257,6 +257,8 @@ class TensorCoreRunner:
         from kernels import build
 
         cfg = self.config(M, K)
+        if cfg.variant not in VARIANTS:  # a subclass with its own kernels (and its own compile path)
+            return []
         return [(self.spec.source, f"{self.spec.entry}_m{cfg.bm}", build.device_arch(),
                  VARIANTS[cfg.variant].options)]
 
@@ -291,7 +293,8 @@ class TensorCoreRunner:
             arrays["sa"] = arrays["sb"] = cupy.ones(1, dtype=cupy.float32)  # unused by the kernel
         ctas = grid_ctas(tiles_n, ktiles, cfg.m_tiles, *self._sms_and_per_sm(fn, cfg))
         # split-K slots (finish_tile in tc_common.cuh): two per CTA of one CTA tile's sums, twice that for w4a16,
-        # whose k-split warp groups (wide-ksplit / wide-sumscale) hold a tile each; overwritten before they are read, never zeroed
+        # whose k-split warp groups (wide-ksplit / wide-sumscale) hold a tile each; overwritten before they are read,
+        # never zeroed
         slot = cfg.bm * cfg.bn * (2 if scheme == "w4a16" else 1)
         arrays["ws"] = cupy.empty(cfg.m_tiles * ctas * 2 * slot, dtype=cupy.uint32)
         problem = Problem(M, N, K, arrays, out, nbytes, inputs.ref, inputs.quant_error_rel,
