@@ -45,6 +45,8 @@ def register(app: typer.Typer) -> None:
         data_dir: Annotated[Path, typer.Option("--data-dir", help="data directory (measurements/, calibration/)")] =
         None,  # type: ignore[assignment]
         out: Annotated[Path, typer.Option("--out", "-o", help="parameter JSON to write")] = None,  # type: ignore
+        measurements: Annotated[list[Path], typer.Option("--measurements", help="fit on these measurement files "
+                                                         "only (default: all under the data directory)")] = None,  # type: ignore
     ) -> None:
         """Estimate the kernel tier's parameters per kernel from L2-cold, unthrottled measurements."""
         from models.kernel_fit import fit_table, param_frame
@@ -56,11 +58,14 @@ def register(app: typer.Typer) -> None:
         target = out or params_path(root)
         if target.suffix != ".json":
             raise InputError(f"--out {target}: give a .json file")
-        measured, cals = _load(root)
+        for m in measurements or []:
+            if not m.is_file():
+                raise InputError(f"--measurements {m}: no such file")
+        measured, cals = _load(root, list(measurements) if measurements else None)
         rows = fit_rows(measured)
         from workbench.store import measurement_files
 
-        files = [str(f.relative_to(root)) for f in measurement_files(root)]
+        files = [f.name for f in measurement_files(list(measurements) if measurements else root)]
         prov = {"fitted": datetime.now(UTC).isoformat(timespec="seconds"), "data_dir": str(root),
                 "gpus": sorted(set(rows["gpu"])), "git_commits": sorted(set(rows["git_commit"].astype(str))),
                 "files": files, "rows": "L2-cold, unthrottled, float64 check passed"}
