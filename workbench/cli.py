@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "workbench.cli_profile",
     "workbench.cli_compare",
     "workbench.cli_serve",
+    "workbench.cli_scale",
 )
 
 

@@ -78,6 +78,9 @@ def profile(
     fresh: Annotated[bool, typer.Option("--fresh", help="discard what the output holds instead of resuming")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     calibration_dir: Annotated[Path, typer.Option("--calibration-dir")] = DATA_DIR / "calibration",
+    gpus: Annotated[str | None, typer.Option("--gpus", help="all, or NVML indices/UUIDs (0,2)")] = None,
+    split: Annotated[bool, typer.Option("--split", help="--gpus/--ray: share one plan between the GPUs")] = False,
+    ray: Annotated[str | None, typer.Option("--ray", help="Ray address: local, auto, HOST:PORT")] = None,
 ) -> None:
     """Measure kernels x batches x shapes on this GPU; each point is appended as soon as it is measured."""
     cfg = TimingConfig(hot=hot, budget_s=budget, use_graph=graph).validate()
@@ -91,6 +94,11 @@ def profile(
         if out.suffix != ".parquet":
             raise InputError(f"--out {out}: give a file name ending in .parquet")
         store.check_writable(out)
+    if gpus or ray or split:  # several GPUs: workbench.cli_scale (one worker per GPU, each its own file)
+        from workbench.cli_scale import profile_many
+
+        return profile_many(specs, shapes, batches, cfg, gpus=gpus, split=split, ray=ray, out=out, fresh=fresh,
+                            calibration_dir=calibration_dir, default_out=default_out, data_dir=DATA_DIR)
     require_gpu()
     env = detect()
     points = plan(specs, shapes, batches, env.cc)

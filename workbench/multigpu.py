@@ -1,0 +1,389 @@
+"""Several GPUs of one host: one worker process per GPU, pinned with CUDA_VISIBLE_DEVICES, each writing its own file.
+
+`workbench profile --gpus all|0,2` builds one plan (the single-GPU `profiler.plan`) and hands each GPU either the
+whole plan (per-GPU data, the default) or a share of it (`--split`, identical GPUs, for speed). Each worker measures
+through `profiler.run_sweep` into its own file, `<out stem>.gpu-<uuid8>.parquet` beside `--out`, so no two processes
+ever write one file, and every row carries the GPU's UUID and the host name (`host`, an extra column).
+
+Resume: a worker's file and journal hold every point it finished (a killed worker loses at most the point in flight).
+Re-running the same command skips them: per GPU in whole-plan mode (`run_sweep`'s own resume), and across the GPUs
+in split mode, where the unfinished points (those in no sibling file) are dealt again round-robin in plan order, so
+the partition is a deterministic function of the plan and of what is finished.
+
+Workers start with `multiprocessing`'s spawn method (a fresh interpreter, CUDA_VISIBLE_DEVICES set before CuPy is
+imported). What a worker runs is a `backend` object: `CudaBackend` on a GPU, a fake one in the CPU tests.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from models.errors import InputError
+from workbench import store
+from workbench.environment import Environment
+from workbench.profiler import Point, point_key
+from workbench.timing import TimingConfig
+
+TAG_PREFIX = "gpu-"
+STOP_GRACE_S = 20.0  # after Ctrl-C, how long a worker gets to fold its journal before it is terminated
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int  # NVML index (the order nvidia-smi lists)
+    uuid: str  # "GPU-..." as NVML and CUDA_VISIBLE_DEVICES spell it
+    name: str  # "NVIDIA H200"
+    cc: int | None = None  # compute capability as an integer (90), None when unknown
+
+    @property
+    def gpu_name(self) -> str:
+        return self.name
+
+    @property
+    def gpu_key(self) -> str:
+        from workbench.environment import gpu_key_for
+
+        return gpu_key_for(self.name)
+
+    @property
+    def tag(self) -> str:
+        return gpu_tag(self.uuid)
+
+
+@dataclass(frozen=True)
+class HostEnvironment(Environment):
+    """The recorded environment plus the host name (written as the extra column `host`: merge provenance)."""
+
+    host: str = ""
+
+
+def with_host(env: Environment, host: str | None = None) -> HostEnvironment:
+    base = {k: v for k, v in env.columns().items() if k != "host"}
+    return HostEnvironment(**base, host=host if host is not None else socket.gethostname())
+
+
+# ---------------------------------------------------------------------------------------------------- GPUs
+def list_gpus() -> list[Gpu]:
+    """The host's GPUs through NVML (no CUDA context is created in the calling process)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as exc:
+        raise InputError(f"--gpus needs NVML (nvidia-ml-py and an NVIDIA driver) to list GPUs: {exc}") from None
+    out = []
+    for i in range(pynvml.nvmlDeviceGetCount()):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        uuid, name = pynvml.nvmlDeviceGetUUID(h), pynvml.nvmlDeviceGetName(h)
+        uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        try:
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+            cc: int | None = int(major) * 10 + int(minor)
+        except Exception:
+            cc = None
+        out.append(Gpu(i, uuid, name, cc))
+    if not out:
+        raise InputError("--gpus: NVML lists no GPU on this host")
+    return out
+
+
+def select_gpus(text: str, available: Sequence[Gpu]) -> list[Gpu]:
+    """`all`, or comma-separated NVML indices and/or UUIDs (`0,2`, `GPU-1a2b...`), each once."""
+    text = (text or "").strip()
+    if text == "all":
+        return list(available)
+    by_index = {str(g.index): g for g in available}
+    chosen: list[Gpu] = []
+    for item in (t.strip() for t in text.split(",")):
+        gpu = by_index.get(item) or next((g for g in available if item and g.uuid.startswith(item)), None)
+        if gpu is None:
+            have = ", ".join(f"{g.index} ({g.uuid})" for g in available)
+            raise InputError(f"--gpus {text!r}: no GPU {item!r} on this host; give 'all' or indices/UUIDs of: {have}")
+        if gpu in chosen:
+            raise InputError(f"--gpus {text!r}: GPU {item!r} is named twice")
+        chosen.append(gpu)
+    return chosen
+
+
+def gpu_tag(uuid: str) -> str:
+    """`gpu-1a2b3c4d` for `GPU-1a2b3c4d-...`: the file tag of one GPU."""
+    core = str(uuid).removeprefix("GPU-").replace("-", "")
+    if not core:
+        raise InputError("a GPU without a UUID cannot get its own output file")
+    return TAG_PREFIX + core[:8].lower()
+
+
+def worker_out(out: str | Path, uuid: str) -> Path:
+    """The file one GPU writes: results.parquet -> results.gpu-1a2b3c4d.parquet."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}.{gpu_tag(uuid)}{out.suffix}")
+
+
+def sibling_outs(out: str | Path) -> list[Path]:
+    """Every per-GPU file (or journal left without its file) of `out`, sorted."""
+    out = Path(out)
+    if not out.parent.is_dir():
+        return []
+    pattern = f"{out.stem}.{TAG_PREFIX}*"
+    found = set()
+    for p in out.parent.glob(pattern):
+        name = p.name.removesuffix(".journal.jsonl").removesuffix(out.suffix)
+        tag = name[len(out.stem) + 1:]
+        if tag.startswith(TAG_PREFIX) and "." not in tag:
+            found.add(out.with_name(f"{name}{out.suffix}"))
+    return sorted(found)
+
+
+def finished_keys(files: Iterable[Path], mode: str) -> set[tuple]:
+    """Point keys (profiler.point_key) finished in these files, journals folded first (no worker may be running)."""
+    keys: set[tuple] = set()
+    for f in files:
+        frame = store.fold_journal(f)
+        frame = frame[frame["mode"] == mode]
+        keys |= {point_key(r.kernel, r.scheme, r.layer, r.M, r.N, r.K, r.mode)
+                 for r in frame[["kernel", "scheme", "layer", "M", "N", "K", "mode"]].itertuples(index=False)}
+    return keys
+
+
+def key_of(p: Point, mode: str) -> tuple:
+    return point_key(p.spec.name, p.spec.scheme, p.shape.layer, p.M, p.shape.N, p.shape.K, mode)
+
+
+def split_points(points: Sequence[Point], n: int, done: set[tuple], mode: str) -> list[list[Point]]:
+    """The unfinished points dealt round-robin, in plan order, to `n` workers (deterministic; each point once)."""
+    if n < 1:
+        raise InputError("a split needs at least one GPU")
+    todo = [p for p in points if key_of(p, mode) not in done]
+    return [todo[i::n] for i in range(n)]
+
+
+# ---------------------------------------------------------------------------------------------------- workers
+@dataclass
+class WorkerTask:
+    gpu: Gpu
+    points: list[Point]
+    out: Path
+    cfg: TimingConfig
+    calibration_dir: Path | None = None
+    calibrate: bool = True  # calibrate this GPU first when calibration_dir holds nothing for its UUID
+    fresh: bool = False
+
+
+@dataclass
+class WorkerReport:
+    gpu: Gpu
+    out: Path
+    planned: int
+    exitcode: int | None = None
+    measured: int = 0
+    skipped_done: int = 0
+    refused: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    wall_s: float = math.nan
+    error: str = ""  # one line when the worker stopped early (bad input, lost context, killed)
+    input_error: bool = False
+    rows: int = 0  # rows of this GPU in its file after the run
+
+    @property
+    def ok(self) -> bool:
+        return self.exitcode == 0 and not self.error
+
+
+def summary_of(result: Any) -> dict[str, Any]:
+    """What a worker sends back: the counts of a profiler.SweepResult."""
+    return {"measured": result.measured, "skipped_done": result.skipped_done, "refused": list(result.refused),
+            "failed": list(result.failed), "wall_s": result.wall_s}
+
+
+def has_calibration(calibration_dir: str | Path, uuid: str) -> bool:
+    """Whether `calibration_dir` holds a calibration of this very GPU (by UUID, not by kind)."""
+    folder = Path(calibration_dir)
+    if not folder.is_dir():
+        return False
+    return any(store.read_calibration(p).get("gpu_uuid") == uuid for p in sorted(folder.glob("*.json")))
+
+
+class CudaBackend:
+    """Runs one worker's points on the GPU it is pinned to, through the single-GPU profiler."""
+
+    def __init__(self, use_graph: bool = True) -> None:
+        self.use_graph = use_graph
+
+    def identify(self) -> Gpu:
+        """The GPU this process sees as device 0 (the one CUDA_VISIBLE_DEVICES or Ray gave it)."""
+        from workbench.environment import detect
+
+        env = detect(0)
+        return Gpu(-1, env.gpu_uuid, env.gpu_name, env.cc)
+
+    def sweep(self, task: WorkerTask, log: Callable[[str], None]) -> dict[str, Any]:
+        from workbench.environment import detect, free_device_bytes, require_gpu
+        from workbench.nvml import NvmlSampler
+        from workbench.profiler import calibration_clock, check_memory, run_sweep
+        from workbench.timing import CudaTimer
+
+        require_gpu()
+        env = with_host(detect(0))
+        if task.gpu.uuid and env.gpu_uuid != task.gpu.uuid:
+            raise InputError(f"worker pinned to {task.gpu.uuid} sees {env.gpu_uuid}; is CUDA_VISIBLE_DEVICES honoured?")
+        if task.calibrate and task.calibration_dir is not None and not has_calibration(task.calibration_dir,
+                                                                                         env.gpu_uuid):
+            from workbench.calibrate import calibrate
+
+            calibrate(task.calibration_dir, env=env, log=log)
+        points = [p for p in task.points if p.spec.supports(p.M, env.cc)]
+        check_memory(points, free_device_bytes(), env.l2_bytes, task.cfg)
+        result = run_sweep(points, task.out, env, cfg=task.cfg, timer=CudaTimer(use_graph=self.use_graph),
+                           sampler=NvmlSampler(uuid=env.gpu_uuid or None),
+                           calibration_sm_clock_hz=calibration_clock(env, task.calibration_dir), fresh=task.fresh,
+                           progress=False, log=log)
+        return summary_of(result)
+
+
+def _worker_main(task: WorkerTask, backend: Any, conn: Any) -> None:
+    """Entry of a spawned worker: pin the GPU, run the backend, send a summary, exit 0 / 1 (failed) / 2 (bad input)."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = task.gpu.uuid
+    os.environ["WORKBENCH_WORKER_GPU"] = task.gpu.uuid
+    tag = task.gpu.tag
+
+    def log(message: str) -> None:
+        print(f"[{tag}] {message}", flush=True)
+
+    code, summary = 0, {}
+    try:
+        summary = backend.sweep(task, log)
+    except KeyboardInterrupt:
+        code, summary = 130, {"error": "interrupted"}
+    except InputError as exc:
+        code, summary = 2, {"error": str(exc).splitlines()[0], "input_error": True}
+    except Exception as exc:  # the parent reports it; the points finished so far are in the worker's file
+        code, summary = 1, {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+    try:
+        conn.send(summary)
+        conn.close()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)  # skip CuPy's destructors (a lost context prints a screen of errors)
+
+
+def run_workers(tasks: Sequence[WorkerTask], backend: Any, log: Callable[[str], None] = print) -> list[WorkerReport]:
+    """Start one process per task, wait for all; Ctrl-C asks each to stop (its finished points are kept)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    procs = []
+    for task in tasks:
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_worker_main, args=(task, backend, send), name=f"workbench-{task.gpu.tag}")
+        proc.start()
+        send.close()
+        procs.append((task, proc, recv))
+    try:
+        for _, proc, _ in procs:
+            proc.join()
+    except KeyboardInterrupt:
+        log("interrupted: asking every worker to stop; their finished points are kept")
+        _stop(procs)
+        raise
+    finally:
+        reports = [_report(task, proc, recv) for task, proc, recv in procs]
+    return reports
+
+
+def _stop(procs: list) -> None:
+    for _, proc, _ in procs:
+        if proc.is_alive() and proc.pid:
+            try:
+                os.kill(proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + STOP_GRACE_S
+    for _, proc, _ in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(5)
+
+
+def _report(task: WorkerTask, proc: Any, recv: Any) -> WorkerReport:
+    rep = WorkerReport(task.gpu, task.out, len(task.points), exitcode=proc.exitcode)
+    summary: dict[str, Any] = {}
+    try:
+        if recv.poll():
+            summary = recv.recv()
+    except (EOFError, OSError):
+        summary = {}
+    for k in ("measured", "skipped_done", "refused", "failed", "wall_s", "error", "input_error"):
+        if k in summary:
+            setattr(rep, k, summary[k])
+    if proc.exitcode not in (0, None) and not rep.error:
+        rep.error = f"worker exited with code {proc.exitcode} (killed?); its finished points are kept in {task.out}"
+    if task.out.exists() or store.journal_path(task.out).exists():
+        if not proc.is_alive():
+            rep.rows = len(store.fold_journal(task.out))
+    return rep
+
+
+# ---------------------------------------------------------------------------------------------------- the command
+@dataclass
+class MultiResult:
+    reports: list[WorkerReport]
+    split: bool
+    wall_s: float
+    planned: int  # points of the plan (per GPU in whole-plan mode, in all in split mode)
+    already_done: int = 0  # split mode: points finished by an earlier run
+
+
+def profile_gpus(
+    points_for: Callable[[Gpu], list[Point]],
+    *,
+    gpus: Sequence[Gpu],
+    split: bool,
+    out_for: Callable[[Gpu], Path],
+    cfg: TimingConfig,
+    backend: Any,
+    calibration_dir: Path | None,
+    calibrate: bool = True,
+    fresh: bool = False,
+    log: Callable[[str], None] = print,
+) -> MultiResult:
+    """Measure on every GPU in `gpus` at once: the whole plan each, or (`split`) one share of it each."""
+    if not gpus:
+        raise InputError("--gpus selected no GPU")
+    mode = "hot" if cfg.hot else "cold"
+    t0 = time.perf_counter()
+    if split:
+        kinds = sorted({(g.name, g.cc) for g in gpus}, key=str)
+        if len(kinds) > 1:
+            names = ", ".join(f"{g.index}: {g.name}" for g in gpus)
+            raise InputError(f"--split shares one plan between identical GPUs; these differ ({names}); "
+                             "leave out --split for per-GPU data, or pick GPUs of one kind with --gpus")
+        out = out_for(gpus[0])
+        if fresh:
+            for f in sibling_outs(out):
+                f.unlink(missing_ok=True)
+                store.journal_path(f).unlink(missing_ok=True)
+        points = points_for(gpus[0])
+        done = finished_keys(sibling_outs(out), mode)
+        shares = split_points(points, len(gpus), done, mode)
+        already = sum(1 for p in points if key_of(p, mode) in done)
+        tasks = [WorkerTask(g, share, worker_out(out, g.uuid), cfg, calibration_dir, calibrate)
+                 for g, share in zip(gpus, shares, strict=True)]
+        planned = len(points)
+    else:
+        tasks = [WorkerTask(g, points_for(g), worker_out(out_for(g), g.uuid), cfg, calibration_dir, calibrate, fresh)
+                 for g in gpus]
+        planned, already = max(len(t.points) for t in tasks), 0
+    for t in tasks:
+        store.check_writable(t.out)
+    reports = run_workers(tasks, backend, log)
+    return MultiResult(reports, split, time.perf_counter() - t0, planned, already)
