@@ -97,19 +97,21 @@ def merge_frames(frames: Sequence[pd.DataFrame]) -> tuple[pd.DataFrame, int]:
 
 def merge(sources: Sequence[str | Path], out: str | Path | None = None) -> MergeResult:
     """Read, check and merge `sources`; write the result to `out` (a file, or a folder made a data dir)."""
+    target = None
+    if out is not None:
+        out = Path(out)
+        if out.suffix in store.MEASUREMENT_SUFFIXES:
+            target = out
+        elif out.suffix:
+            raise InputError(f"--out {out}: give a .parquet or .csv file, or a folder (made a data dir)")
+        else:
+            target = out / "measurements" / MERGED_NAME
+        store.check_writable(target)
     frames, read = read_inputs(sources)
     frame, dups = merge_frames(frames)
     result = MergeResult(frame, read, sum(n for _, n in read), dups)
-    if out is None:
+    if out is None or target is None:
         return result
-    out = Path(out)
-    if out.suffix in store.MEASUREMENT_SUFFIXES:
-        target = out
-    elif out.suffix:
-        raise InputError(f"--out {out}: give a .parquet or .csv file, or a folder (made a data dir)")
-    else:
-        target = out / "measurements" / MERGED_NAME
-    store.check_writable(target)
     if out.suffix == "":
         result.calibrations = merge_calibrations(sources, out / "calibration")
     result.out = store.write_points(target, frame)
