@@ -2,12 +2,14 @@
 
 A worker is told its GPU the way a real one is: CUDA_VISIBLE_DEVICES holds a UUID (`--gpus`) or an index Ray gave
 it (`--ray`). `die_on`/`die_after` kill the worker process (os._exit, as a SIGKILL would) at the start of its
-(die_after + 1)-th point; a marker file makes it die once only, so a resubmitted task can finish.
+(die_after + 1)-th point; a marker file makes it die once only, so a resubmitted task can finish. `slow_s` makes
+each point take that long (time to interrupt a worker mid-sweep).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,15 +43,22 @@ def fake_gpus(n: int, name: str = "Fake GPU") -> list[Gpu]:
     return [Gpu(i, fake_uuid(i), name, 90) for i in range(n)]
 
 
-class _Dying(FakeRunner):
-    def __init__(self, spec: KernelSpec, backend: FakeBackend) -> None:
+class _Controlled(FakeRunner):
+    """A FakeRunner that takes `slow_s` per point and, on the GPU `die_on`, kills its process."""
+
+    def __init__(self, spec: KernelSpec, backend: FakeBackend, dying: bool) -> None:
         super().__init__(spec)
         self.backend = backend
+        self.dying = dying
 
     def check(self, M: int, N: int, K: int) -> None:
         b = self.backend
-        b.started.add((self.spec.name, M, N, K))  # check() runs more than once per point
-        if len(b.started) > b.die_after and not Path(b.marker).exists():
+        point = (self.spec.name, M, N, K)
+        if point in b.started:  # check() runs more than once per point
+            return
+        b.started.add(point)
+        time.sleep(b.slow_s)
+        if self.dying and len(b.started) > b.die_after and not Path(b.marker).exists():
             Path(b.marker).write_text("died\n")
             os._exit(9)
 
@@ -58,12 +67,13 @@ class FakeBackend:
     """What `CudaBackend` does, on CPU: identify the pinned GPU, calibrate it once, run the single-GPU sweep."""
 
     def __init__(self, name: str = "Fake GPU", die_on: str | None = None, die_after: int = 0,
-                 marker: str | Path = "", t_launch: float = 10e-6) -> None:
+                 marker: str | Path = "", t_launch: float = 10e-6, slow_s: float = 0.0) -> None:
         self.name = name
         self.die_on = die_on
         self.die_after = die_after
         self.marker = str(marker)
         self.t_launch = t_launch
+        self.slow_s = slow_s
         self.started: set[tuple] = set()
 
     def identify(self) -> Gpu:
@@ -87,7 +97,7 @@ class FakeBackend:
         dying = self.die_on == gpu.uuid
 
         def factory(name: str) -> FakeRunner:
-            return _Dying(SPECS[name], self) if dying else FakeRunner(SPECS[name])
+            return _Controlled(SPECS[name], self, dying)
 
         runners: dict[str, FakeRunner] = {}
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -108,6 +113,30 @@ def test_a_killed_worker_loses_no_other_point_and_the_rerun_finishes_once(tmp_pa
     assert res2.already_done == 17 and sum(r.planned for r in res2.reports) == 3  # only the unfinished are dealt
     assert all(r.ok for r in res2.reports)
     assert keys(rows(out)) == plan_keys()
+
+
+def test_ctrl_c_in_one_worker_keeps_its_finished_points_and_the_others_finish(tmp_path):
+    gpus = fake_gpus(2)
+    victim = worker_out(tmp_path / "m" / "sweep.parquet", gpus[1].uuid)
+
+    def interrupt_when_it_has_a_point() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            journal = store.journal_path(victim)
+            if journal.exists() and journal.read_text().count("\n") >= 2:
+                child = next(p for p in mp.active_children() if p.name.endswith(gpus[1].tag))
+                os.kill(child.pid, signal.SIGINT)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=interrupt_when_it_has_a_point, daemon=True).start()
+    res, out = run(tmp_path, gpus, True, FakeBackend(slow_s=0.25))
+    hit, other = res.reports[1], res.reports[0]
+    assert hit.exitcode == 130 and hit.error == "interrupted" and other.ok and other.measured == 10
+    kept = store.load_measurements(victim)  # folded from the journal by the interrupted sweep itself
+    assert 2 <= len(kept) < 10 and not store.journal_path(victim).exists()
+    res2, _ = run(tmp_path, gpus, True, FakeBackend())
+    assert res2.already_done == 10 + len(kept) and keys(rows(out)) == plan_keys()
 
 
 def test_whole_plan_per_gpu_and_resume_skips_each_gpus_own_points(tmp_path):

@@ -300,6 +300,10 @@ def run_workers(tasks: Sequence[WorkerTask], backend: Any, log: Callable[[str], 
 
 
 def _stop(procs: list) -> None:
+    """Ctrl-C in a terminal reaches the workers too: give them a moment, then interrupt the ones still running."""
+    first = time.monotonic() + 2.0
+    for _, proc, _ in procs:
+        proc.join(max(0.0, first - time.monotonic()))
     for _, proc, _ in procs:
         if proc.is_alive() and proc.pid:
             try:
