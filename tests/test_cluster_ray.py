@@ -91,3 +91,16 @@ def test_whole_plan_per_gpu_then_resume_measures_nothing_again(ray_local, tmp_pa
     res2, _, _ = run(tmp_path, False, FakeBackend())
     assert res2.rows_by_uuid == {} and not res2.unfinished
     assert len(store.load_measurements(sibling_outs(out))) == 80
+
+
+def test_cli_branch_for_ray_prints_the_tasks_and_the_files(ray_local, tmp_path, capsys):
+    from tests.fakes_multigpu import BATCHES, SHAPES, SPECS
+    from workbench.cli_scale import profile_many
+
+    out = tmp_path / "r" / "sweep.parquet"
+    profile_many(list(SPECS.values()), SHAPES, BATCHES, CFG, gpus=None, split=True, ray="local", out=out,
+                 fresh=False, calibration_dir=tmp_path / "cal", default_out=lambda g, hot: out, data_dir=tmp_path,
+                 backend=FakeBackend())
+    text = capsys.readouterr().out
+    assert "4 x FAKE" in text and "received 20 points" in text and fake_uuid(3) in text
+    assert stored(out) == plan_keys()
