@@ -25,14 +25,16 @@ from workbench.profiler import Shape, plan, run_sweep
 from workbench.schema import SCHEMA_VERSION
 
 FAKE_SPEC_B = replace(FAKE_SPEC, name="fake_fp32_b")
-SPECS = {s.name: s for s in (FAKE_SPEC, FAKE_SPEC_B)}
+FAKE_W4 = replace(FAKE_SPEC, name="fake_w4", scheme="w4a16")  # a grouped scheme: rows record a group size
+PLAN_SPECS = (FAKE_SPEC, FAKE_SPEC_B)
+SPECS = {s.name: s for s in (*PLAN_SPECS, FAKE_W4)}
 SHAPES = [Shape("", 32, 16), Shape("toy/layer", 64, 32)]
 BATCHES = [1, 2, 4, 8, 16]
 
 
 def fake_points() -> list:
     """2 kernels x 2 shapes x 5 batches = 20 points."""
-    return plan(list(SPECS.values()), SHAPES, BATCHES, 90)
+    return plan(list(PLAN_SPECS), SHAPES, BATCHES, 90)
 
 
 def fake_uuid(index: int) -> str:
@@ -101,13 +103,13 @@ class FakeBackend:
 
         runners: dict[str, FakeRunner] = {}
 
-        def cached(name: str) -> FakeRunner:
+        def cached(name: str, group_size: int | None = None) -> FakeRunner:
             return runners.setdefault(name, factory(name))
 
         timer = _AnyRunnerTimer(runners, self.t_launch)
         result = run_sweep(task.points, task.out, env, cfg=task.cfg, timer=timer, runner_factory=cached,
                            sampler=NvmlSampler(device=FakeNvmlDevice()), calibration_sm_clock_hz=1.98e9,
-                           fresh=task.fresh, progress=False, log=log)
+                           group_size=task.group_size, fresh=task.fresh, progress=False, log=log)
         return summary_of(result)
 
 

@@ -94,11 +94,11 @@ def test_whole_plan_per_gpu_then_resume_measures_nothing_again(ray_local, tmp_pa
 
 
 def test_cli_branch_for_ray_prints_the_tasks_and_the_files(ray_local, tmp_path, capsys):
-    from tests.fakes_multigpu import BATCHES, SHAPES, SPECS
+    from tests.fakes_multigpu import BATCHES, PLAN_SPECS, SHAPES
     from workbench.cli_scale import profile_many
 
     out = tmp_path / "r" / "sweep.parquet"
-    profile_many(list(SPECS.values()), SHAPES, BATCHES, CFG, gpus=None, split=True, ray="local", out=out,
+    profile_many(list(PLAN_SPECS), SHAPES, BATCHES, CFG, gpus=None, split=True, ray="local", out=out,
                  fresh=False, calibration_dir=tmp_path / "cal", default_out=lambda g, hot: out, data_dir=tmp_path,
                  backend=FakeBackend())
     text = capsys.readouterr().out

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from models.errors import InputError
-from tests.fakes_multigpu import SHAPES, SPECS, FakeBackend, fake_gpus, fake_points
+from tests.fakes_multigpu import FAKE_W4, PLAN_SPECS, SHAPES, FakeBackend, fake_gpus, fake_points
 from workbench import store
 from workbench.cli import main
 from workbench.multigpu import (
@@ -26,6 +26,7 @@ from workbench.multigpu import (
     split_points,
     worker_out,
 )
+from workbench.profiler import Shape, plan
 from workbench.timing import TimingConfig
 
 CFG = TimingConfig(budget_s=0.005, sample_s=1e-4)
@@ -160,7 +161,7 @@ def test_cli_branch_prints_a_table_and_bad_options_exit_2(tmp_path, capsys):
     from workbench.cli_scale import profile_many
 
     out = tmp_path / "cli" / "sweep.parquet"
-    profile_many(list(SPECS.values()), SHAPES, [1, 2], CFG, gpus="0,1", split=True, ray=None, out=out, fresh=False,
+    profile_many(list(PLAN_SPECS), SHAPES, [1, 2], CFG, gpus="0,1", split=True, ray=None, out=out, fresh=False,
                  calibration_dir=tmp_path / "cal", default_out=lambda g, hot: out, data_dir=tmp_path,
                  backend=FakeBackend(), available=fake_gpus(3))
     text = capsys.readouterr().out
@@ -169,3 +170,17 @@ def test_cli_branch_prints_a_table_and_bad_options_exit_2(tmp_path, capsys):
     assert main(["profile", "--split", "-k", "cublas_bf16", "-m", "1"]) == 2
     assert "give it with --gpus or --ray" in capsys.readouterr().err
     assert main(["profile", "--gpus", "all", "--ray", "local", "-k", "cublas_bf16", "-m", "1"]) == 2
+
+
+def test_split_resume_knows_the_group_size_a_sweep_records(tmp_path):
+    points = plan([FAKE_W4], [Shape("", 32, 128)], [1, 2, 4, 8], 90)
+    out = tmp_path / "g" / "sweep.parquet"
+
+    def go():
+        return profile_gpus(lambda g: points, gpus=fake_gpus(2), split=True, out_for=lambda g: out, cfg=CFG,
+                            backend=FakeBackend(), calibration_dir=None, group_size=64, log=lambda m: None)
+
+    first = go()
+    assert sum(r.measured for r in first.reports) == 4 and set(rows(out)["group_size"]) == {64}
+    again = go()
+    assert again.already_done == 4 and sum(r.planned for r in again.reports) == 0

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from models.errors import InputError
+from models.paths import data_dir
 from workbench import store
 from workbench.environment import Environment, detect, require_gpu
 from workbench.profiler import (
@@ -33,7 +34,8 @@ from workbench.profiler import (
 )
 from workbench.timing import TimingConfig
 
-DATA_DIR = Path("data")
+DATA_DIR = data_dir()
+GROUP_SIZES = (32, 64, 128, 256)  # kernels.problems.GROUP_SIZES (kernels is not imported before the GPU is needed)
 
 
 def default_out(env: Environment, hot: bool) -> Path:
@@ -45,6 +47,22 @@ def _format_phases(result: SweepResult) -> str:
     total = result.wall_s or 1.0
     parts = [f"{k} {v:.1f}s ({v / total:.0%})" for k, v in sorted(result.phases.items(), key=lambda kv: -kv[1])]
     return "; ".join(parts)
+
+
+def _phase_table(result: SweepResult) -> None:
+    """Where the sweep's wall time went: compile, making inputs (make), checking, timing loops, ..."""
+    from rich.console import Console
+    from rich.table import Table
+
+    total = result.wall_s or 1.0
+    table = Table(title=f"{result.measured} points in {result.wall_s:.1f} s (process start and imports not included)")
+    for col in ("phase", "seconds", "share of the sweep"):
+        table.add_column(col, justify="left" if col == "phase" else "right")
+    for k, v in sorted(result.phases.items(), key=lambda kv: -kv[1]):
+        table.add_row(k, f"{v:.1f}", f"{v / total:.0%}")
+    rest = total - sum(result.phases.values())
+    table.add_row("other (NVML, progress, Python)", f"{max(rest, 0.0):.1f}", f"{max(rest, 0.0) / total:.0%}")
+    Console().print(table)
 
 
 def _summary(result: SweepResult, run_id: str) -> None:
@@ -78,11 +96,16 @@ def profile(
     fresh: Annotated[bool, typer.Option("--fresh", help="discard what the output holds instead of resuming")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     calibration_dir: Annotated[Path, typer.Option("--calibration-dir")] = DATA_DIR / "calibration",
+    group_size: Annotated[int | None, typer.Option(
+        "--group-size", "-g", help=f"w4a16 group size G, one of {GROUP_SIZES} (default 128); kernels that cannot "
+        "run it are skipped with the reason")] = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="all, or NVML indices/UUIDs (0,2)")] = None,
     split: Annotated[bool, typer.Option("--split", help="--gpus/--ray: share one plan between the GPUs")] = False,
     ray: Annotated[str | None, typer.Option("--ray", help="Ray address: local, auto, HOST:PORT")] = None,
 ) -> None:
     """Measure kernels x batches x shapes on this GPU; each point is appended as soon as it is measured."""
+    if group_size is not None and group_size not in GROUP_SIZES:
+        raise InputError(f"--group-size {group_size}: accepted group sizes are {', '.join(map(str, GROUP_SIZES))}")
     cfg = TimingConfig(hot=hot, budget_s=budget, use_graph=graph).validate()
     shapes = parse_shapes(shape or [])
     if model:
@@ -98,7 +121,8 @@ def profile(
         from workbench.cli_scale import profile_many
 
         return profile_many(specs, shapes, batches, cfg, gpus=gpus, split=split, ray=ray, out=out, fresh=fresh,
-                            calibration_dir=calibration_dir, default_out=default_out, data_dir=DATA_DIR)
+                            calibration_dir=calibration_dir, default_out=default_out, data_dir=DATA_DIR,
+                            group_size=group_size)
     require_gpu()
     env = detect()
     points = plan(specs, shapes, batches, env.cc)
@@ -118,6 +142,7 @@ def profile(
         result = run_sweep(
             points, out, env, cfg=cfg, timer=CudaTimer(use_graph=graph), sampler=NvmlSampler(uuid=env.gpu_uuid or None),
             calibration_sm_clock_hz=calibration_clock(env, calibration_dir), fresh=fresh, progress=progress,
+            group_size=group_size,
         )
     except SweepAborted as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -131,6 +156,7 @@ def profile(
     for line in result.refused:
         print(f"skipped: {line}")
     _summary(result, result.run_id)
+    _phase_table(result)
     print(f"measured {result.measured} points in {result.wall_s:.1f}s: {_format_phases(result)}")
     if result.failed:
         print(f"{len(result.failed)} points failed (see above)")

@@ -22,7 +22,8 @@ RAY_DIR = "ray"  # --ray without --out: data/measurements/ray/sweep-<mode>.gpu-<
 def profile_many(specs: list, shapes: list, batches: list[int], cfg: TimingConfig, *, gpus: str | None, split: bool,
                  ray: str | None, out: Path | None, fresh: bool, calibration_dir: Path,
                  default_out: Callable[[Any, bool], Path], data_dir: Path, backend: Any = None,
-                 available: list | None = None, ray_init: dict[str, Any] | None = None) -> None:
+                 available: list | None = None, ray_init: dict[str, Any] | None = None,
+                 group_size: int | None = None) -> None:
     """`profile --gpus ...` / `profile --ray ...`: one worker (process or Ray task) per GPU."""
     from workbench.multigpu import CudaBackend
     from workbench.profiler import plan
@@ -41,7 +42,7 @@ def profile_many(specs: list, shapes: list, batches: list[int], cfg: TimingConfi
         print(f"Ray {ray}: {len(points)} points, {'split per GPU kind' if split else 'whole plan per GPU'} -> "
               f"{target.parent}/{target.stem}.gpu-*.parquet")
         result = profile_ray(points, address=ray, split=split, out=target, cfg=cfg, backend=backend,
-                             calibration_dir=calibration_dir, fresh=fresh, init_kwargs=ray_init)
+                             calibration_dir=calibration_dir, fresh=fresh, init_kwargs=ray_init, group_size=group_size)
         _print_ray(result)
         if result.unfinished:
             raise typer.Exit(1)
@@ -59,7 +60,8 @@ def profile_many(specs: list, shapes: list, batches: list[int], cfg: TimingConfi
     print(f"{len(chosen)} GPUs ({', '.join(f'{g.index}: {g.name}' for g in chosen)}), "
           f"{'one plan shared (--split)' if split else 'the whole plan on each'}")
     result = profile_gpus(points_for, gpus=chosen, split=split, out_for=lambda g: out or default_out(g, cfg.hot),
-                          cfg=cfg, backend=backend, calibration_dir=calibration_dir, fresh=fresh)
+                          cfg=cfg, backend=backend, calibration_dir=calibration_dir, fresh=fresh,
+                          group_size=group_size)
     _print_local(result)
     bad = [r for r in result.reports if not r.ok]
     if bad and all(r.input_error for r in bad) and len(bad) == len(result.reports):

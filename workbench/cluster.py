@@ -31,8 +31,8 @@ from typing import Any
 
 from models.errors import InputError
 from workbench import store
-from workbench.multigpu import Gpu, WorkerTask, key_of, split_points, worker_out
-from workbench.profiler import Point, point_key
+from workbench.multigpu import Gpu, WorkerTask, key_of, row_key, split_points, worker_out
+from workbench.profiler import Point
 from workbench.timing import TimingConfig
 
 KIND_PREFIX = "accelerator_type:"
@@ -103,7 +103,8 @@ def _read_new_lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]
 
 
 def stream_share(points: list[Point], cfg: TimingConfig, backend: Any, done_by_uuid: dict[str, list[tuple]],
-                 calibrations: dict[str, dict[str, Any]], calibrate: bool) -> Iterator[dict[str, Any]]:
+                 calibrations: dict[str, dict[str, Any]], calibrate: bool,
+                 group_size: int | None = None) -> Iterator[dict[str, Any]]:
     """Body of one Ray task: measure `points` on the GPU Ray gave it, yielding items as they happen.
 
     Items: {"item": "gpu", ...Gpu fields, "host"}, then {"item": "row", "row": {...}} per measured point,
@@ -114,7 +115,7 @@ def stream_share(points: list[Point], cfg: TimingConfig, backend: Any, done_by_u
            "host": socket.gethostname()}
     done = {tuple(k) for k in done_by_uuid.get(gpu.uuid, [])}
     mode = "hot" if cfg.hot else "cold"
-    todo = [p for p in points if key_of(p, mode) not in done]
+    todo = [p for p in points if key_of(p, mode, group_size) not in done]
     with tempfile.TemporaryDirectory(prefix="workbench-ray-") as tmp:
         cal_dir = Path(tmp) / "calibration"
         cal_dir.mkdir()
@@ -122,7 +123,7 @@ def stream_share(points: list[Point], cfg: TimingConfig, backend: Any, done_by_u
             store.write_calibration(cal_dir, doc)
         before = {p.name for p in cal_dir.glob("*.json")}
         out = Path(tmp) / "share.parquet"
-        task = WorkerTask(gpu, todo, out, cfg, cal_dir, calibrate)
+        task = WorkerTask(gpu, todo, out, cfg, cal_dir, calibrate, group_size=group_size)
         box: dict[str, Any] = {}
         logs: queue.Queue[str] = queue.Queue()
 
@@ -140,8 +141,7 @@ def stream_share(points: list[Point], cfg: TimingConfig, backend: Any, done_by_u
             alive = thread.is_alive()
             rows, offset = _read_new_lines(jpath, offset)
             for row in rows:
-                sent.add(point_key(row["kernel"], row["scheme"], row["layer"], row["M"], row["N"], row["K"],
-                                   row["mode"]))
+                sent.add(row_key(row))
                 yield {"item": "row", "row": row}
             while not logs.empty():
                 yield {"item": "log", "text": logs.get()}
@@ -150,7 +150,7 @@ def stream_share(points: list[Point], cfg: TimingConfig, backend: Any, done_by_u
             time.sleep(POLL_S)
         if out.exists():  # rows folded into the file between the last poll and the end of the sweep
             for row in store.read_measurement_file(out).to_dict("records"):
-                key = point_key(row["kernel"], row["scheme"], row["layer"], row["M"], row["N"], row["K"], row["mode"])
+                key = row_key(row)
                 if key not in sent:
                     sent.add(key)
                     yield {"item": "row", "row": _jsonable(row)}
@@ -189,14 +189,12 @@ class RayResult:
     unfinished: list[str] = field(default_factory=list)  # points no task measured, and why
 
 
-def _done_by_uuid(files: Sequence[Path], mode: str) -> dict[str, set[tuple]]:
+def _done_by_uuid(files: Sequence[Path]) -> dict[str, set[tuple]]:
     out: dict[str, set[tuple]] = {}
     for f in files:
         frame = store.fold_journal(f)
-        frame = frame[frame["mode"] == mode]
-        for r in frame[["gpu_uuid", "gpu_name", "kernel", "scheme", "layer", "M", "N", "K", "mode"]].itertuples(
-                index=False):
-            out.setdefault(str(r.gpu_uuid), set()).add(point_key(r.kernel, r.scheme, r.layer, r.M, r.N, r.K, r.mode))
+        for r in frame[list(store.POINT_KEY)].itertuples(index=False):
+            out.setdefault(str(r.gpu_uuid), set()).add(row_key(r))
     return out
 
 
@@ -221,6 +219,7 @@ def profile_ray(
     calibrate: bool = True,
     fresh: bool = False,
     retries: int = 2,
+    group_size: int | None = None,
     log: Callable[[str], None] = print,
     init_kwargs: dict[str, Any] | None = None,
 ) -> RayResult:
@@ -238,7 +237,7 @@ def profile_ray(
             f.unlink(missing_ok=True)
             store.journal_path(f).unlink(missing_ok=True)
     files = sibling_outs(out)
-    done = _done_by_uuid(files, mode)
+    done = _done_by_uuid(files)
     names = _names_by_uuid(files)
     calibrations = store.load_calibrations(calibration_dir) if calibration_dir and calibration_dir.is_dir() else {}
     cal_by_uuid = {str(d.get("gpu_uuid")): d for d in calibrations.values()}
@@ -247,7 +246,7 @@ def profile_ray(
     for kind, n in sorted(kinds.items()):
         if split:
             kind_done = set().union(*[k for u, k in done.items() if kind_matches(kind, names.get(u, ""))] or [set()])
-            for share_points in split_points(points, n, kind_done, mode):
+            for share_points in split_points(points, n, kind_done, mode, group_size):
                 if share_points:
                     shares.append(Share(len(shares), kind, share_points))
         else:
@@ -261,7 +260,7 @@ def profile_ray(
         if share.kind:
             opts["resources"] = {KIND_PREFIX + share.kind: 0.001}
         snapshot = {u: sorted(k) for u, k in done.items()}
-        gen = remote.options(**opts).remote(share.points, cfg, backend, snapshot, cal_by_uuid, calibrate)
+        gen = remote.options(**opts).remote(share.points, cfg, backend, snapshot, cal_by_uuid, calibrate, group_size)
         threading.Thread(target=_consume, args=(ray, gen, share, events), daemon=True).start()
 
     for share in shares:
@@ -278,7 +277,7 @@ def profile_ray(
             continue
         share.error, share.lost = payload
         log(f"share {share.sid} ({share.kind or 'GPU'} {share.gpu.uuid if share.gpu else '?'}): {share.error}")
-        left = [p for p in share.points if key_of(p, mode) not in share.received]
+        left = [p for p in share.points if key_of(p, mode, group_size) not in share.received]
         if split and share.lost and left and share.attempt < retries:
             again = Share(len(shares), share.kind, left, attempt=share.attempt + 1)
             shares.append(again)
@@ -323,7 +322,7 @@ def _on_item(share: Share, item: dict[str, Any], out: Path, done: dict[str, set[
         uuid = str(row["gpu_uuid"])
         path = result.files.setdefault(uuid, worker_out(out, uuid))
         store.append_journal(store.journal_path(path), row)
-        key = point_key(row["kernel"], row["scheme"], row["layer"], row["M"], row["N"], row["K"], row["mode"])
+        key = row_key(row)
         share.received.add(key)
         done.setdefault(uuid, set()).add(key)
         result.rows_by_uuid[uuid] = result.rows_by_uuid.get(uuid, 0) + 1

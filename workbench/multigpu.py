@@ -143,26 +143,39 @@ def sibling_outs(out: str | Path) -> list[Path]:
     return sorted(found)
 
 
-def finished_keys(files: Iterable[Path], mode: str) -> set[tuple]:
-    """Point keys (profiler.point_key) finished in these files, journals folded first (no worker may be running)."""
+def row_key(row: Any) -> tuple:
+    """A stored row's point, whichever GPU measured it: profiler.point_key with the GPU left out."""
+    return point_key("", *(getattr(row, c) if not isinstance(row, dict) else row[c] for c in store.POINT_KEY[1:]))
+
+
+def finished_keys(files: Iterable[Path]) -> set[tuple]:
+    """Points (row_key) finished in these files, journals folded first (no worker may be running)."""
     keys: set[tuple] = set()
     for f in files:
         frame = store.fold_journal(f)
-        frame = frame[frame["mode"] == mode]
-        keys |= {point_key(r.kernel, r.scheme, r.layer, r.M, r.N, r.K, r.mode)
-                 for r in frame[["kernel", "scheme", "layer", "M", "N", "K", "mode"]].itertuples(index=False)}
+        keys |= {row_key(r) for r in frame[list(store.POINT_KEY)].itertuples(index=False)}
     return keys
 
 
-def key_of(p: Point, mode: str) -> tuple:
-    return point_key(p.spec.name, p.spec.scheme, p.shape.layer, p.M, p.shape.N, p.shape.K, mode)
+def group_of(p: Point, group_size: int | None) -> int:
+    """The group size a sweep records for `p` (as profiler.run_sweep does: w4a16 only, else 0)."""
+    from models.schemes import SCHEME_PARAMS
+
+    return int(group_size or SCHEME_PARAMS["w4a16"]["group_size"]) if p.spec.scheme == "w4a16" else 0
 
 
-def split_points(points: Sequence[Point], n: int, done: set[tuple], mode: str) -> list[list[Point]]:
+def key_of(p: Point, mode: str, group_size: int | None = None) -> tuple:
+    """A planned point's key, comparable with row_key."""
+    return point_key("", p.spec.name, p.spec.scheme, p.shape.layer, p.M, p.shape.N, p.shape.K, mode,
+                     group_of(p, group_size))
+
+
+def split_points(points: Sequence[Point], n: int, done: set[tuple], mode: str,
+                 group_size: int | None = None) -> list[list[Point]]:
     """The unfinished points dealt round-robin, in plan order, to `n` workers (deterministic; each point once)."""
     if n < 1:
         raise InputError("a split needs at least one GPU")
-    todo = [p for p in points if key_of(p, mode) not in done]
+    todo = [p for p in points if key_of(p, mode, group_size) not in done]
     return [todo[i::n] for i in range(n)]
 
 
@@ -176,6 +189,7 @@ class WorkerTask:
     calibration_dir: Path | None = None
     calibrate: bool = True  # calibrate this GPU first when calibration_dir holds nothing for its UUID
     fresh: bool = False
+    group_size: int | None = None  # profile --group-size (w4a16), None: the scheme's default
 
 
 @dataclass
@@ -244,8 +258,8 @@ class CudaBackend:
         check_memory(points, free_device_bytes(), env.l2_bytes, task.cfg)
         result = run_sweep(points, task.out, env, cfg=task.cfg, timer=CudaTimer(use_graph=self.use_graph),
                            sampler=NvmlSampler(uuid=env.gpu_uuid or None),
-                           calibration_sm_clock_hz=calibration_clock(env, task.calibration_dir), fresh=task.fresh,
-                           progress=False, log=log)
+                           calibration_sm_clock_hz=calibration_clock(env, task.calibration_dir),
+                           group_size=task.group_size, fresh=task.fresh, progress=False, log=log)
         return summary_of(result)
 
 
@@ -358,6 +372,7 @@ def profile_gpus(
     calibration_dir: Path | None,
     calibrate: bool = True,
     fresh: bool = False,
+    group_size: int | None = None,
     log: Callable[[str], None] = print,
 ) -> MultiResult:
     """Measure on every GPU in `gpus` at once: the whole plan each, or (`split`) one share of it each."""
@@ -377,15 +392,15 @@ def profile_gpus(
                 f.unlink(missing_ok=True)
                 store.journal_path(f).unlink(missing_ok=True)
         points = points_for(gpus[0])
-        done = finished_keys(sibling_outs(out), mode)
-        shares = split_points(points, len(gpus), done, mode)
-        already = sum(1 for p in points if key_of(p, mode) in done)
-        tasks = [WorkerTask(g, share, worker_out(out, g.uuid), cfg, calibration_dir, calibrate)
+        done = finished_keys(sibling_outs(out))
+        shares = split_points(points, len(gpus), done, mode, group_size)
+        already = sum(1 for p in points if key_of(p, mode, group_size) in done)
+        tasks = [WorkerTask(g, share, worker_out(out, g.uuid), cfg, calibration_dir, calibrate, False, group_size)
                  for g, share in zip(gpus, shares, strict=True)]
         planned = len(points)
     else:
-        tasks = [WorkerTask(g, points_for(g), worker_out(out_for(g), g.uuid), cfg, calibration_dir, calibrate, fresh)
-                 for g in gpus]
+        tasks = [WorkerTask(g, points_for(g), worker_out(out_for(g), g.uuid), cfg, calibration_dir, calibrate, fresh,
+                            group_size) for g in gpus]
         planned, already = max(len(t.points) for t in tasks), 0
     for t in tasks:
         store.check_writable(t.out)
