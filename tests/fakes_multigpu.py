@@ -19,7 +19,7 @@ from kernels.registry import KernelSpec
 from tests.fakes_profiler import FAKE_SPEC, FakeNvmlDevice, FakeRunner, FakeTimer
 from workbench import store
 from workbench.environment import Environment
-from workbench.multigpu import Gpu, has_calibration, summary_of, with_host
+from workbench.gpu_worker import Gpu, has_calibration, summary_of, with_host
 from workbench.nvml import NvmlSampler
 from workbench.profiler import Shape, plan, run_sweep
 from workbench.schema import SCHEMA_VERSION

@@ -25,7 +25,7 @@ def profile_many(specs: list, shapes: list, batches: list[int], cfg: TimingConfi
                  available: list | None = None, ray_init: dict[str, Any] | None = None,
                  group_size: int | None = None) -> None:
     """`profile --gpus ...` / `profile --ray ...`: one worker (process or Ray task) per GPU."""
-    from workbench.multigpu import CudaBackend
+    from workbench.gpu_worker import CudaBackend
     from workbench.profiler import plan
 
     if gpus and ray:

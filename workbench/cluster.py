@@ -31,7 +31,8 @@ from typing import Any
 
 from models.errors import InputError
 from workbench import store
-from workbench.multigpu import Gpu, WorkerTask, key_of, row_key, split_points, worker_out
+from workbench.gpu_worker import Gpu, WorkerTask, calibrations_by_uuid
+from workbench.multigpu import key_of, row_key, split_points, worker_out
 from workbench.profiler import Point
 from workbench.timing import TimingConfig
 
@@ -175,6 +176,7 @@ class Share:
     summary: dict[str, Any] = field(default_factory=dict)
     error: str = ""
     lost: bool = False  # the task died for a system reason (node or worker lost), not a bad input or a kernel
+    bundle: int | None = None  # whole plan: its bundle in the kind's placement group
 
 
 @dataclass
@@ -239,10 +241,10 @@ def profile_ray(
     files = sibling_outs(out)
     done = _done_by_uuid(files)
     names = _names_by_uuid(files)
-    calibrations = store.load_calibrations(calibration_dir) if calibration_dir and calibration_dir.is_dir() else {}
-    cal_by_uuid = {str(d.get("gpu_uuid")): d for d in calibrations.values()}
+    cal_by_uuid = calibrations_by_uuid(calibration_dir) if calibration_dir else {}
 
     shares: list[Share] = []
+    groups: dict[str, Any] = {}  # whole plan: one placement group per kind, a bundle (a distinct GPU) per task
     for kind, n in sorted(kinds.items()):
         if split:
             kind_done = set().union(*[k for u, k in done.items() if kind_matches(kind, names.get(u, ""))] or [set()])
@@ -250,15 +252,21 @@ def profile_ray(
                 if share_points:
                     shares.append(Share(len(shares), kind, share_points))
         else:
-            shares.extend(Share(len(shares) + i, kind, list(points)) for i in range(n))
+            groups[kind] = _reserve(ray, kind, n)
+            shares.extend(Share(len(shares), kind, list(points), bundle=i) for i in range(n))
     result = RayResult([], kinds, split, 0.0)
     remote = ray.remote(stream_share)
     events: queue.Queue[tuple[str, Share, Any]] = queue.Queue()
 
     def submit(share: Share) -> None:
-        opts: dict[str, Any] = {"num_gpus": 1, "max_retries": 0}
+        opts: dict[str, Any] = {"num_gpus": 1, "num_cpus": 1, "max_retries": 0}
         if share.kind:
             opts["resources"] = {KIND_PREFIX + share.kind: 0.001}
+        if share.bundle is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(groups[share.kind],
+                                                                           placement_group_bundle_index=share.bundle)
         snapshot = {u: sorted(k) for u, k in done.items()}
         gen = remote.options(**opts).remote(share.points, cfg, backend, snapshot, cal_by_uuid, calibrate, group_size)
         threading.Thread(target=_consume, args=(ray, gen, share, events), daemon=True).start()
@@ -291,9 +299,29 @@ def profile_ray(
                                      "run the same command again to resume")
     for path in result.files.values():
         store.fold_journal(path)
+    for pg in groups.values():
+        from ray.util.placement_group import remove_placement_group
+
+        remove_placement_group(pg)
     result.shares.sort(key=lambda s: s.sid)
     result.wall_s = time.perf_counter() - t0
     return result
+
+
+def _reserve(ray: Any, kind: str, n: int, timeout_s: float = 600.0) -> Any:
+    """A placement group of `n` one-GPU bundles of `kind`: each whole-plan task gets a GPU of its own (without it,
+    Ray may hand a finished task's GPU to the next task, and one GPU would measure the plan twice)."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    bundle = {"CPU": 1.0, "GPU": 1.0, **({KIND_PREFIX + kind: 0.001} if kind else {})}
+    pg = placement_group([dict(bundle) for _ in range(n)], strategy="PACK")
+    try:
+        ray.get(pg.ready(), timeout=timeout_s)
+    except Exception:
+        remove_placement_group(pg)
+        raise InputError(f"--ray: could not reserve {n} GPUs of kind {kind or 'GPU'} within {timeout_s:.0f} s "
+                         "(busy?); use --split, or free them") from None
+    return pg
 
 
 def _consume(ray: Any, gen: Any, share: Share, events: queue.Queue) -> None:

@@ -11,7 +11,7 @@ in split mode, where the unfinished points (those in no sibling file) are dealt 
 the partition is a deterministic function of the plan and of what is finished.
 
 Workers start with `multiprocessing`'s spawn method (a fresh interpreter, CUDA_VISIBLE_DEVICES set before CuPy is
-imported). What a worker runs is a `backend` object: `CudaBackend` on a GPU, a fake one in the CPU tests.
+imported). What a worker runs is a `backend` object: `gpu_worker.CudaBackend` on a GPU, a fake in the CPU tests.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import os
 import signal
-import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,46 +27,11 @@ from typing import Any
 
 from models.errors import InputError
 from workbench import store
-from workbench.environment import Environment
+from workbench.gpu_worker import TAG_PREFIX, Gpu, WorkerTask, gpu_tag
 from workbench.profiler import Point, point_key
 from workbench.timing import TimingConfig
 
-TAG_PREFIX = "gpu-"
 STOP_GRACE_S = 20.0  # after Ctrl-C, how long a worker gets to fold its journal before it is terminated
-
-
-@dataclass(frozen=True)
-class Gpu:
-    index: int  # NVML index (the order nvidia-smi lists)
-    uuid: str  # "GPU-..." as NVML and CUDA_VISIBLE_DEVICES spell it
-    name: str  # "NVIDIA H200"
-    cc: int | None = None  # compute capability as an integer (90), None when unknown
-
-    @property
-    def gpu_name(self) -> str:
-        return self.name
-
-    @property
-    def gpu_key(self) -> str:
-        from workbench.environment import gpu_key_for
-
-        return gpu_key_for(self.name)
-
-    @property
-    def tag(self) -> str:
-        return gpu_tag(self.uuid)
-
-
-@dataclass(frozen=True)
-class HostEnvironment(Environment):
-    """The recorded environment plus the host name (written as the extra column `host`: merge provenance)."""
-
-    host: str = ""
-
-
-def with_host(env: Environment, host: str | None = None) -> HostEnvironment:
-    base = {k: v for k, v in env.columns().items() if k != "host"}
-    return HostEnvironment(**base, host=host if host is not None else socket.gethostname())
 
 
 # ---------------------------------------------------------------------------------------------------- GPUs
@@ -112,14 +76,6 @@ def select_gpus(text: str, available: Sequence[Gpu]) -> list[Gpu]:
             raise InputError(f"--gpus {text!r}: GPU {item!r} is named twice")
         chosen.append(gpu)
     return chosen
-
-
-def gpu_tag(uuid: str) -> str:
-    """`gpu-1a2b3c4d` for `GPU-1a2b3c4d-...`: the file tag of one GPU."""
-    core = str(uuid).removeprefix("GPU-").replace("-", "")
-    if not core:
-        raise InputError("a GPU without a UUID cannot get its own output file")
-    return TAG_PREFIX + core[:8].lower()
 
 
 def worker_out(out: str | Path, uuid: str) -> Path:
@@ -181,18 +137,6 @@ def split_points(points: Sequence[Point], n: int, done: set[tuple], mode: str,
 
 # ---------------------------------------------------------------------------------------------------- workers
 @dataclass
-class WorkerTask:
-    gpu: Gpu
-    points: list[Point]
-    out: Path
-    cfg: TimingConfig
-    calibration_dir: Path | None = None
-    calibrate: bool = True  # calibrate this GPU first when calibration_dir holds nothing for its UUID
-    fresh: bool = False
-    group_size: int | None = None  # profile --group-size (w4a16), None: the scheme's default
-
-
-@dataclass
 class WorkerReport:
     gpu: Gpu
     out: Path
@@ -210,57 +154,6 @@ class WorkerReport:
     @property
     def ok(self) -> bool:
         return self.exitcode == 0 and not self.error
-
-
-def summary_of(result: Any) -> dict[str, Any]:
-    """What a worker sends back: the counts of a profiler.SweepResult."""
-    return {"measured": result.measured, "skipped_done": result.skipped_done, "refused": list(result.refused),
-            "failed": list(result.failed), "wall_s": result.wall_s}
-
-
-def has_calibration(calibration_dir: str | Path, uuid: str) -> bool:
-    """Whether `calibration_dir` holds a calibration of this very GPU (by UUID, not by kind)."""
-    folder = Path(calibration_dir)
-    if not folder.is_dir():
-        return False
-    return any(store.read_calibration(p).get("gpu_uuid") == uuid for p in sorted(folder.glob("*.json")))
-
-
-class CudaBackend:
-    """Runs one worker's points on the GPU it is pinned to, through the single-GPU profiler."""
-
-    def __init__(self, use_graph: bool = True) -> None:
-        self.use_graph = use_graph
-
-    def identify(self) -> Gpu:
-        """The GPU this process sees as device 0 (the one CUDA_VISIBLE_DEVICES or Ray gave it)."""
-        from workbench.environment import detect
-
-        env = detect(0)
-        return Gpu(-1, env.gpu_uuid, env.gpu_name, env.cc)
-
-    def sweep(self, task: WorkerTask, log: Callable[[str], None]) -> dict[str, Any]:
-        from workbench.environment import detect, free_device_bytes, require_gpu
-        from workbench.nvml import NvmlSampler
-        from workbench.profiler import calibration_clock, check_memory, run_sweep
-        from workbench.timing import CudaTimer
-
-        require_gpu()
-        env = with_host(detect(0))
-        if task.gpu.uuid and env.gpu_uuid != task.gpu.uuid:
-            raise InputError(f"worker pinned to {task.gpu.uuid} sees {env.gpu_uuid}; is CUDA_VISIBLE_DEVICES honoured?")
-        if task.calibrate and task.calibration_dir is not None and not has_calibration(task.calibration_dir,
-                                                                                         env.gpu_uuid):
-            from workbench.calibrate import calibrate
-
-            calibrate(task.calibration_dir, env=env, log=log)
-        points = [p for p in task.points if p.spec.supports(p.M, env.cc)]
-        check_memory(points, free_device_bytes(), env.l2_bytes, task.cfg)
-        result = run_sweep(points, task.out, env, cfg=task.cfg, timer=CudaTimer(use_graph=self.use_graph),
-                           sampler=NvmlSampler(uuid=env.gpu_uuid or None),
-                           calibration_sm_clock_hz=calibration_clock(env, task.calibration_dir),
-                           group_size=task.group_size, fresh=task.fresh, progress=False, log=log)
-        return summary_of(result)
 
 
 def _worker_main(task: WorkerTask, backend: Any, conn: Any) -> None:
