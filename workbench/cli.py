@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "workbench.cli_serve",
     "workbench.cli_quant_recommend",
     "workbench.cli_model",
+    "workbench.cli_scale",
 )
 
 

@@ -99,6 +99,9 @@ def profile(
     group_size: Annotated[int | None, typer.Option(
         "--group-size", "-g", help=f"w4a16 group size G, one of {GROUP_SIZES} (default 128); kernels that cannot "
         "run it are skipped with the reason")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", help="all, or NVML indices/UUIDs (0,2)")] = None,
+    split: Annotated[bool, typer.Option("--split", help="--gpus/--ray: share one plan between the GPUs")] = False,
+    ray: Annotated[str | None, typer.Option("--ray", help="Ray address: local, auto, HOST:PORT")] = None,
 ) -> None:
     """Measure kernels x batches x shapes on this GPU; each point is appended as soon as it is measured."""
     if group_size is not None and group_size not in GROUP_SIZES:
@@ -114,6 +117,12 @@ def profile(
         if out.suffix != ".parquet":
             raise InputError(f"--out {out}: give a file name ending in .parquet")
         store.check_writable(out)
+    if gpus or ray or split:  # several GPUs: workbench.cli_scale (one worker per GPU, each its own file)
+        from workbench.cli_scale import profile_many
+
+        return profile_many(specs, shapes, batches, cfg, gpus=gpus, split=split, ray=ray, out=out, fresh=fresh,
+                            calibration_dir=calibration_dir, default_out=default_out, data_dir=DATA_DIR,
+                            group_size=group_size)
     require_gpu()
     env = detect()
     points = plan(specs, shapes, batches, env.cc)
