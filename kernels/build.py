@@ -40,6 +40,13 @@ def device_arch() -> str:
     return f"sm_{cupy.cuda.Device().compute_capability}"  # CuPy gives "90" for 9.0
 
 
+@cache
+def module(name: str, extra_options: tuple[str, ...] = ()) -> Any:
+    """The CuPy RawModule of kernels/<name> with every extern "C" entry, for the current device (via the cache)."""
+    cubin, _ = cached_cubin(name, "module", device_arch(), extra_options)  # any plain name: one cubin per module
+    return _loaded(str(cubin))
+
+
 def function(name: str, entry: str, extra_options: tuple[str, ...] = ()) -> Any:
     """A compiled kernel function: kernels/<name>, extern "C" entry point <entry>, for the current device."""
     return arch_function(name, entry, device_arch(), extra_options)

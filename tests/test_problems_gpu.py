@@ -80,7 +80,7 @@ def test_reference_is_the_host_reference(cp, weight, act):
     x = tuple(cp.asnumpy(a) for a in inp.x)
     xk = quant.dequantize_act_int8(*x) if act == "i8" else (
         quant.dequantize_fp8(quant.FP8(x[0], x[1], "channel")) if act == "e4m3" else
-        quant.from_bf16_bits(x[0]).astype(np.float64))
+        quant.from_bf16_bits(x[0]).astype(np.float64) if act == "bf16" else x[0].astype(np.float64))
     w = inp.w
     wh = (quant.W4(cp.asnumpy(w.codes), cp.asnumpy(w.scales), cp.asnumpy(w.zeros), w.group_size) if weight == "w4"
           else quant.W8(cp.asnumpy(w.codes), cp.asnumpy(w.scales)) if weight == "w8"
