@@ -11,7 +11,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
 fi
-python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+python3 -m pip install -q --disable-pip-version-check -e '.[test,cluster]'
 
 python3 -m ruff check .
 set +e
