@@ -211,6 +211,7 @@ class TensorCoreRunner:
         self.variant = variant
         self.group_size = (group_size or W4_GROUP) if spec.scheme == "w4a16" else 0
         self._kernels: dict[object, Any] = {}  # compiled functions, keyed by what names the instance
+        self._packed: tuple[Any, ...] = ()  # (shape, input arrays) of the last set made with a reference
 
     # -- geometry
     def config(self, M: int, K: int) -> TileConfig:
@@ -269,20 +270,27 @@ class TensorCoreRunner:
         scheme = self.spec.scheme
         cfg = self.config(M, K)
         fn = self._kernel(cfg)
-        inputs = problems.make_inputs(self.params(), M, N, K, seed=seed, reference=reference)
-        arrays: dict[str, Any] = {"x": inputs.x[0]}
-        if scheme == "w4a16":
-            from kernels import pack_tc
-
-            packed = pack_tc.pack_w4(inputs.w, cupy)
-            arrays["w"], arrays["sz"] = packed.words, packed.scale_zero
-        elif scheme in ("w8a8", "fp8"):
-            arrays["w"] = inputs.w.codes
-            arrays["sa"] = inputs.x[1]
-            sb = inputs.w.scales
-            arrays["sb"] = sb if sb.dtype == cupy.float32 else sb.astype(cupy.float32)
+        ref, qerr = None, float("nan")
+        if not reference and self._packed and self._packed[0] == (M, N, K):  # a rotation set: copy the checked one
+            arrays: dict[str, Any] = {k: a.copy() for k, a in self._packed[1].items()}
         else:
-            arrays["w"] = inputs.w
+            inputs = problems.make_inputs(self.params(), M, N, K, seed=seed, reference=reference)
+            ref, qerr = inputs.ref, inputs.quant_error_rel
+            arrays = {"x": inputs.x[0]}
+            if scheme == "w4a16":
+                from kernels import pack_tc
+
+                packed = pack_tc.pack_w4(inputs.w, cupy)
+                arrays["w"], arrays["sz"] = packed.words, packed.scale_zero
+            elif scheme in ("w8a8", "fp8"):
+                arrays["w"] = inputs.w.codes
+                arrays["sa"] = inputs.x[1]
+                sb = inputs.w.scales
+                arrays["sb"] = sb if sb.dtype == cupy.float32 else sb.astype(cupy.float32)
+            else:
+                arrays["w"] = inputs.w
+            if reference:
+                self._packed = ((M, N, K), dict(arrays))
         nbytes = problems.bytes_read(*arrays.values())
         out_dtype = cupy.uint16 if scheme == "bf16" else cupy.float16
         out = cupy.empty((M, N), dtype=out_dtype)
@@ -297,8 +305,7 @@ class TensorCoreRunner:
         # never zeroed
         slot = cfg.bm * cfg.bn * (2 if scheme == "w4a16" else 1)
         arrays["ws"] = cupy.empty(cfg.m_tiles * ctas * 2 * slot, dtype=cupy.uint32)
-        problem = Problem(M, N, K, arrays, out, nbytes, inputs.ref, inputs.quant_error_rel,
-                          nbytes + problems.bytes_read(out))
+        problem = Problem(M, N, K, arrays, out, nbytes, ref, qerr, nbytes + problems.bytes_read(out))
         # launch geometry rides on the problem (not in `arrays`, which holds device arrays only)
         problem.tc_launch = ((ctas, cfg.m_tiles), (cfg.threads,), cfg.smem_bytes)
         problem.tc_config = cfg
