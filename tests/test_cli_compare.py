@@ -80,10 +80,10 @@ def test_export_other_tables_and_rollup(data_dir, tmp_path):
         (["export", "o.csv", "--gpu", "h900"], "unknown --gpu 'h900'"),
         (["export", "o.csv", "--shape", "4096by4096"], "malformed shape"),
         (["export", "o.csv", "--table", "nope"], "unknown --table"),
-        (["export", "o.txt"], "must end in .csv"),
+        (["export", "o.txt"], "must be a file name ending in .csv"),
         (["export", "o.csv", "--rollup", "gpt-9"], "unknown model"),
         (["validate", "--source", "guess"], "unknown --source"),
-        (["validate", "--hypotheses", "missing.toml"], "no such hypotheses file"),
+        (["validate", "--hypotheses", "missing.toml"], "missing.toml': no such file"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(data_dir, tmp_path, capsys, monkeypatch, args, needle):

@@ -71,8 +71,8 @@ def test_gpus_and_schemes_commands(capsys):
     (["--model", "gpt-5"], "unknown model 'gpt-5'; valid: "),
     (["--shape", "4096x4100", "--scheme", "w4a16"], "not divisible by the group size 128"),
     (["--shape", "4096x4096", "--scheme", "w4a16", "--group-size", "100"], "not divisible by the group size 100"),
-    (["--batch", "0"], "M=0 must be a positive integer"),
-    (["--batch", "-4"], "must be a positive integer"),
+    (["--batch", "0"], "--batch 0 is out of range; give an integer in 1..65,536"),
+    (["--batch", "-4"], "--batch -4 is out of range"),
     (["--batch", "one"], "is not an integer"),
     (["--shape", "4096by4096"], "malformed shape"),
     (["--shape", "0x4096"], "malformed shape"),
@@ -94,8 +94,9 @@ def test_csv_into_a_missing_folder_is_created_and_bad_paths_fail_cleanly(capsys,
     (tmp_path / "afile").write_text("")
     code, _, err = run(capsys, "predict", "--batch", "1", "--csv", str(tmp_path / "afile" / "x.csv"))
     assert code == 2 and "cannot write" in err and err.count("\n") == 1 and "Traceback" not in err
-    code, _, err = run(capsys, "predict", "--batch", "1", "--csv", str(tmp_path))
-    assert code == 2 and "it is a folder" in err
+    (tmp_path / "d.csv").mkdir()
+    code, _, err = run(capsys, "predict", "--batch", "1", "--csv", str(tmp_path / "d.csv"))
+    assert code == 2 and "is a folder" in err
 
 
 def test_python_m_workbench_subprocess():
@@ -105,7 +106,7 @@ def test_python_m_workbench_subprocess():
     bad = subprocess.run([sys.executable, "-m", "workbench", "predict", "--shape", "22016x"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2
-    assert bad.stderr.strip().startswith("error: malformed shape") and bad.stderr.count("\n") == 1
+    assert bad.stderr.strip().startswith("error: --shape: malformed shape") and bad.stderr.count("\n") == 1
     assert "Traceback" not in bad.stderr
 
 

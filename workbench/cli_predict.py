@@ -11,6 +11,7 @@ import typer
 
 from models.errors import InputError
 from models.roofline import TIERS
+from workbench import cli_args
 from workbench.format import (
     fmt_bandwidth,
     fmt_bytes,
@@ -34,33 +35,17 @@ POINT_CSV_COLUMNS = (
 )
 
 
-def _split(values: list[str] | None) -> list[str]:
-    """Repeated options and comma lists alike: ['a,b', 'c'] -> ['a', 'b', 'c']."""
-    return [part.strip() for v in values or [] for part in str(v).split(",") if part.strip()]
-
-
 def parse_batches(values: list[str] | None) -> list[int]:
-    items = _split(values)
-    if not items:
-        return list(DEFAULT_BATCHES)
-    batches = []
-    for item in items:
-        try:
-            m = int(item)
-        except ValueError:
-            raise InputError(f"batch {item!r} is not an integer; give positive integers, e.g. --batch 1,8,64") from None
-        if m <= 0:
-            raise InputError(f"batch M={m} must be a positive integer (M >= 1)")
-        batches.append(m)
-    return sorted(set(batches))
+    """Batch sizes from --batch/-M (repeatable, comma lists), 1..cli_args.MAX_BATCH; the default sweep if none."""
+    return cli_args.parse_batches(values, DEFAULT_BATCHES)
 
 
 def _resolve_names(gpus: list[str] | None, schemes: list[str] | None) -> tuple[list[str], list[str]]:
     from models.hardware import get_gpu
     from models.schemes import SCHEME_NAMES, all_schemes, get_scheme
 
-    gpu_keys = [get_gpu(g).key for g in _split(gpus)] or ["h200-sxm"]
-    names = _split(schemes)
+    gpu_keys = [get_gpu(g).key for g in cli_args.split_list(gpus, "--gpu")] or ["h200-sxm"]
+    names = cli_args.split_list(schemes, "--scheme")
     if not names:
         names = [s.name for s in all_schemes(runnable_only=True)]
     elif names == ["all"]:
@@ -89,13 +74,12 @@ def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
     as `workbench export` and `workbench profile --out` do."""
     from workbench.store import atomic_write_bytes
 
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"cannot write {path}: it is a folder; give a file name ending in .csv")
+    path = Path(cli_args.csv_path(path, "--csv"))
     try:
         atomic_write_bytes(path, frame.to_csv(index=False).encode())
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    typer.echo(f"wrote {len(frame)} rows to {path}", err=True)
 
 
 def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], shape: str | None,
@@ -103,12 +87,12 @@ def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], 
                    calibrations: dict) -> pd.DataFrame:
     """Per-GEMM predictions for the CLI: a bare shape, or each distinct layer of a model at M = batch."""
     from models.roofline import predict, speedup
-    from models.workloads import get_model, parse_shape
+    from models.workloads import get_model
 
     if model is not None:
         layers = [(layer.name, layer.N, layer.K) for layer in get_model(model).layers]
     else:
-        n, k = parse_shape(shape or DEFAULT_SHAPE)
+        n, k = cli_args.parse_shape(shape or DEFAULT_SHAPE)
         layers = [("", n, k)]
     names = schemes if baseline in schemes else [*schemes, baseline]
     rows = [(g, s, name, m, n, k) for g in gpu_keys for s in names for name, n, k in layers for m in batches]
@@ -168,22 +152,35 @@ def predict_command(
     shape: Annotated[str | None, typer.Option("--shape", help="weight N×K, e.g. 22016x4096")] = None,
     model: Annotated[str | None, typer.Option("--model", help="an LLM's linear layers, e.g. llama-2-7b")] = None,
     baseline: Annotated[str, typer.Option("--baseline", help="scheme the speedup is relative to")] = "bf16",
-    group_size: Annotated[int | None, typer.Option("--group-size", help="group size G (w4a16, w8a16)")] = None,
+    group_size: Annotated[str | None, typer.Option("--group-size", help="group size G (w4a16, w8a16)")] = None,
     tier: Annotated[str, typer.Option("--tier", help="datasheet | calibrated | floor")] = "datasheet",
     rollup: Annotated[bool, typer.Option("--rollup", help="with --model: time per step and tokens/s")] = False,
-    csv: Annotated[Path | None, typer.Option("--csv", help="also write the rows to this CSV (SI units)")] = None,
-    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="folder holding calibration/")] = None,
+    csv: Annotated[str | None, typer.Option("--csv", help="also write the rows to this .csv file (SI units)")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", "--data", help="folder holding calibration/")] = None,
 ) -> None:
     """Predict decode GEMM/GEMV time per GPU, scheme and batch with the roofline model."""
     from models.schemes import get_scheme
 
+    for value, option in ((shape, "--shape"), (model, "--model"), (baseline, "--baseline"), (tier, "--tier")):
+        cli_args.nonempty(value, option)
     if shape is not None and model is not None:
         raise InputError("give either --shape or --model, not both")
     if rollup and model is None:
         raise InputError("--rollup needs --model (e.g. --model llama-2-7b)")
+    if csv is not None:
+        cli_args.csv_path(csv, "--csv")
     gpu_keys, schemes = _resolve_names(gpu, scheme)
     get_scheme(baseline)
     batches = parse_batches(batch)
+    if shape is not None:
+        cli_args.parse_shape(shape)
+    if model is not None:
+        from models.workloads import get_model
+
+        get_model(model)  # unknown -> InputError listing the valid ones
+    if group_size is not None:
+        group_size = cli_args.parse_int(group_size, "--group-size", 1, cli_args.MAX_GROUP, "128")
+    data_dir = cli_args.data_dir(data_dir)
     cals = _calibrations(tier, data_dir, gpu_keys)
     if rollup:
         from models.rollup import rollup as run_rollup
