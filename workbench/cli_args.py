@@ -70,7 +70,9 @@ def parse_shape(text: object, option: str = "--shape") -> tuple[int, int]:
     parts = [p.strip() for p in s.lower().replace("×", "x").split("x")]
     digits = len(parts) == 2 and all(p.isascii() and p.isdigit() for p in parts)
     if not digits or any(not p.lstrip("0") for p in parts):  # not two integers, or a zero
-        raise InputError(f"{option}: malformed shape {_shown(text)}; expected NxK with positive integers, e.g. 22016x4096")
+        raise InputError(
+            f"{option}: malformed shape {_shown(text)}; expected NxK with positive integers, e.g. 22016x4096"
+        )
     if any(len(p.lstrip("0")) > MAX_DIGITS for p in parts):
         raise InputError(f"{option} {_shown(text)}: N and K must be at most {MAX_DIM:,}")
     n, k = model_parse(s)
@@ -97,6 +99,22 @@ def csv_path(out: object, option: str, allow_stdout: bool = False) -> str:
     if Path(s).is_dir():
         raise InputError(f"{option} {s} is a folder; give a file name ending in .csv")
     return s
+
+
+def check_out_path(path: Path | str, option: str) -> Path:
+    """An output path that could be written, checked without creating anything: not a folder, and its nearest
+    existing ancestor a writable folder."""
+    p = Path(path)
+    if not str(path).strip():
+        raise InputError(f"{option} is empty; give a file name")
+    if p.is_dir():
+        raise InputError(f"{option} {p} is a folder; give a file name")
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{option}: cannot write {p}: {parent} is not a writable folder; choose a writable path")
+    return p
 
 
 def html_path(out: Path, option: str) -> Path:
@@ -161,6 +179,8 @@ def check_bind(host: str, port: int) -> None:
         sock.bind(addr)
     except OSError as exc:
         why = exc.strerror or str(exc)
-        raise InputError(f"cannot listen on {host}:{port} ({why}); choose another --port or stop what holds it") from None
+        raise InputError(
+            f"cannot listen on {host}:{port} ({why}); choose another --port or stop what holds it"
+        ) from None
     finally:
         sock.close()

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from models.errors import InputError
-from workbench import store
+from workbench import cli_args, locks, store
 from workbench.environment import Environment, detect, require_gpu
 from workbench.profiler import (
     DEFAULT_BATCHES,
@@ -36,9 +36,9 @@ from workbench.timing import TimingConfig
 DATA_DIR = Path("data")
 
 
-def default_out(env: Environment, hot: bool) -> Path:
+def default_out(env: Environment, hot: bool, data_dir: Path = DATA_DIR) -> Path:
     gpu = env.gpu_key or re.sub(r"[^a-z0-9]+", "-", env.gpu_name.lower()).strip("-") or "gpu"
-    return DATA_DIR / "measurements" / gpu / f"sweep-{'hot' if hot else 'cold'}.parquet"
+    return data_dir / "measurements" / gpu / f"sweep-{'hot' if hot else 'cold'}.parquet"
 
 
 def _format_phases(result: SweepResult) -> str:
@@ -68,7 +68,8 @@ def profile(
     scheme: Annotated[list[str] | None, typer.Option("--scheme", "-s", help="scheme(s); default: all")] = None,
     kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", help="kernel name(s); default: all")] = None,
     exclude: Annotated[list[str] | None, typer.Option("--exclude", "-x", help="kernel name(s) to leave out")] = None,
-    batch: Annotated[list[int] | None, typer.Option("--batch", "-m", help="batch sizes M; default 1..256")] = None,
+    batch: Annotated[list[str] | None, typer.Option("--batch", "-M", "-m", help="batch sizes M (repeatable, comma "
+                                                    "list); default 1..256")] = None,
     shape: Annotated[list[str] | None, typer.Option("--shape", help="NxK weight shape, repeatable")] = None,
     model: Annotated[str | None, typer.Option("--model", help="an LLM's layers, e.g. llama-2-7b")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="output .parquet")] = None,
@@ -77,20 +78,30 @@ def profile(
     graph: Annotated[bool, typer.Option("--graph/--no-graph", help="replay a CUDA graph of launches")] = True,
     fresh: Annotated[bool, typer.Option("--fresh", help="discard what the output holds instead of resuming")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
-    calibration_dir: Annotated[Path, typer.Option("--calibration-dir")] = DATA_DIR / "calibration",
+    calibration_dir: Annotated[Path | None, typer.Option("--calibration-dir")] = None,
+    data_dir: Annotated[Path, typer.Option("--data-dir", "--data", help="default --out and calibration root")]
+    = DATA_DIR,
+    wait: Annotated[bool, typer.Option("--wait", help="wait for a sweep holding this GPU or output to finish")]
+    = False,
 ) -> None:
     """Measure kernels x batches x shapes on this GPU; each point is appended as soon as it is measured."""
+    if not 0 < budget <= 3600:  # also refuses nan and inf
+        raise InputError(f"--budget {budget}: give seconds per point in (0, 3600], e.g. --budget 0.12")
     cfg = TimingConfig(hot=hot, budget_s=budget, use_graph=graph).validate()
+    calibration_dir = calibration_dir or data_dir / "calibration"
+    for value in shape or []:
+        cli_args.parse_shape(value)  # limits and malformed values, before the profiler's parser
+    cli_args.nonempty(model, "--model")
     shapes = parse_shapes(shape or [])
     if model:
         shapes += model_shapes(model)
     shapes = dedupe_shapes(shapes) if shapes else default_shapes()
     specs = select_kernels(scheme or [], kernel or [], exclude or [])
-    batches = list(batch or DEFAULT_BATCHES)
+    batches = cli_args.parse_batches(batch, DEFAULT_BATCHES)
     if out is not None:
         if out.suffix != ".parquet":
             raise InputError(f"--out {out}: give a file name ending in .parquet")
-        store.check_writable(out)
+        cli_args.check_out_path(out, "--out")  # creates nothing: no folder is made before a GPU is found
     require_gpu()
     env = detect()
     points = plan(specs, shapes, batches, env.cc)
@@ -100,11 +111,13 @@ def profile(
     from workbench.environment import free_device_bytes
 
     check_memory(points, free_device_bytes(), env.l2_bytes, cfg)
-    out = out or default_out(env, hot)
+    out = out or default_out(env, hot, data_dir)
     store.check_writable(out)
     from workbench.nvml import NvmlSampler
     from workbench.timing import CudaTimer
 
+    lock = locks.sweep_locks(env.gpu_uuid, out, wait=wait, on_wait=lambda m: print(m, file=sys.stderr))
+    lock.__enter__()  # this GPU and this output are ours until the sweep ends (LockHeld names the holder)
     print(f"{env.gpu_name} ({env.gpu_uuid}) cc {env.compute_capability}, {len(points)} points -> {out}")
     try:
         result = run_sweep(
@@ -118,6 +131,8 @@ def profile(
             sys.stderr.flush()
             os._exit(1)
         raise typer.Exit(1) from None
+    finally:
+        lock.__exit__(None, None, None)
     if result.skipped_done:
         print(f"resumed: {result.skipped_done} points were already in {out}")
     for line in result.refused:
@@ -135,6 +150,7 @@ def calibrate(
     """Measure this GPU's ceilings (bandwidths, launch floor, FMA and mma.sync peaks, cuBLAS) and store them."""
     from workbench.calibrate import calibrate as run_calibration
 
+    require_gpu()  # before anything is created
     store.check_writable(out_dir / ".probe.json")
     run_calibration(out_dir)
 
