@@ -114,8 +114,8 @@ def _write_csv(frame: pd.DataFrame, out: str) -> None:
 
 # ---------------------------------------------------------------------------------------------------- commands
 GpuOpt = Annotated[list[str] | None, typer.Option("--gpu", help="GPU key(s), repeatable or a comma list")]
-DataOpt = Annotated[
-    Path, typer.Option("--data-dir", "--data", help="data directory (measurements/, calibration/, hypotheses/)")
+DataOpt = Annotated[  # str, not Path: Path("") is "." and an empty value must be refused, not read as the cwd
+    str, typer.Option("--data-dir", "--data", help="data directory (measurements/, calibration/, hypotheses/)")
 ]
 
 
@@ -131,7 +131,7 @@ def export(
     = None,
     baseline: Annotated[str, typer.Option("--baseline", help="speedup baseline: a kernel or a scheme")] = "cublas_bf16",
     mode: Annotated[str, typer.Option("--mode", help="cold | hot (for --rollup)")] = "cold",
-    data: DataOpt = DATA_DIR,
+    data: DataOpt = str(DATA_DIR),
 ) -> None:
     """Write the predicted-vs-measured comparison (or speedups, crossovers, error summary, model roll-up) as CSV."""
     from workbench.compare import error_summary, rollup_measured
@@ -147,6 +147,7 @@ def export(
     gpu, scheme, kernel = (cli_args.split_list(v, o) for v, o in ((gpu, "--gpu"), (scheme, "--scheme"),
                                                                    (kernel, "--kernel")))
     batch = cli_args.parse_batches(batch, ())
+    data = cli_args.data_dir(data)
     comparison, calibrations = load_comparison(data)
     shapes = _check_filters(comparison, gpu, scheme, kernel, shape, batch)
     if rollup is not None:
@@ -183,7 +184,7 @@ def _verdicts(data: Path, hypotheses: list[str] | None, source: str, gpu: list[s
     if source not in SOURCES:
         raise InputError(f"unknown --source {source!r}; valid: {', '.join(SOURCES)}")
     gpu = cli_args.split_list(gpu, "--gpu")
-    cli_args.data_dir(data)
+    data = cli_args.data_dir(data)
     files = list(hypotheses) if hypotheses else default_files(data)
     if not files:
         raise InputError(f"no hypothesis files in {Path(data) / 'hypotheses'}; give --hypotheses FILE")
@@ -237,7 +238,7 @@ def validate(
     html: Annotated[Path | None, typer.Option("--html", help="also write a self-contained HTML report")] = None,
     csv: Annotated[str | None, typer.Option("--csv", help="also write the verdicts as CSV")] = None,
     gpu: GpuOpt = None,
-    data: DataOpt = DATA_DIR,
+    data: DataOpt = str(DATA_DIR),
 ) -> None:
     """Evaluate the speedup hypotheses per GPU on measured data and on predictions; exit 1 when any fails."""
     if html is not None:
@@ -262,7 +263,7 @@ def report(
     hypotheses: Annotated[list[str] | None, typer.Option("--hypotheses", help="TOML file(s)")] = None,
     source: Annotated[str, typer.Option("--source", help="measured | predicted | both")] = "both",
     gpu: GpuOpt = None,
-    data: DataOpt = DATA_DIR,
+    data: DataOpt = str(DATA_DIR),
 ) -> None:
     """Write one self-contained HTML page: the verdict table and the key figures (exit 0 whatever the verdicts)."""
     from workbench.report import write_report

@@ -156,7 +156,7 @@ def predict_command(
     tier: Annotated[str, typer.Option("--tier", help="datasheet | calibrated | floor")] = "datasheet",
     rollup: Annotated[bool, typer.Option("--rollup", help="with --model: time per step and tokens/s")] = False,
     csv: Annotated[str | None, typer.Option("--csv", help="also write the rows to this .csv file (SI units)")] = None,
-    data_dir: Annotated[Path | None, typer.Option("--data-dir", "--data", help="folder holding calibration/")] = None,
+    data_dir: Annotated[str | None, typer.Option("--data-dir", "--data", help="folder holding calibration/")] = None,
 ) -> None:
     """Predict decode GEMM/GEMV time per GPU, scheme and batch with the roofline model."""
     from models.schemes import get_scheme

@@ -79,8 +79,8 @@ def profile(
     fresh: Annotated[bool, typer.Option("--fresh", help="discard what the output holds instead of resuming")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     calibration_dir: Annotated[Path | None, typer.Option("--calibration-dir")] = None,
-    data_dir: Annotated[Path, typer.Option("--data-dir", "--data", help="default --out and calibration root")]
-    = DATA_DIR,
+    data_dir: Annotated[str, typer.Option("--data-dir", "--data", help="default --out and calibration root")]
+    = str(DATA_DIR),
     wait: Annotated[bool, typer.Option("--wait", help="wait for a sweep holding this GPU or output to finish")]
     = False,
 ) -> None:
@@ -88,6 +88,7 @@ def profile(
     if not 0 < budget <= 3600:  # also refuses nan and inf
         raise InputError(f"--budget {budget}: give seconds per point in (0, 3600], e.g. --budget 0.12")
     cfg = TimingConfig(hot=hot, budget_s=budget, use_graph=graph).validate()
+    data_dir = Path(cli_args.nonempty(data_dir, "--data-dir"))
     calibration_dir = calibration_dir or data_dir / "calibration"
     for value in shape or []:
         cli_args.parse_shape(value)  # limits and malformed values, before the profiler's parser
