@@ -207,23 +207,27 @@ def _verdicts(data: Path, hypotheses: list[str] | None, source: str, gpu: list[s
 
 def _print_verdicts(results: pd.DataFrame) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from workbench.hypothesis_eval import format_number
 
     colors = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}
-    table = Table(title="hypotheses", show_lines=False)
-    for col in ("id", "gpu", "source", "verdict", "value [low, high]", "threshold", "deciding instance"):
-        # names and verdicts never wrap mid-word; the long evidence columns wrap at spaces
-        table.add_column(col, no_wrap=col in ("id", "gpu", "source", "verdict"), overflow="fold" if col in (
-            "value [low, high]", "threshold", "deciding instance") else "ellipsis")
+    # The id, threshold and deciding instance share one cell (three lines) so that a 100-column terminal holds the
+    # table: ids, GPU keys and verdicts never wrap; the evidence wraps at spaces.
+    table = Table(title="hypotheses", show_lines=True)
+    table.add_column("hypothesis · threshold · deciding instance", ratio=1, overflow="fold")
+    for col in ("gpu", "source", "verdict"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("value [low, high]", no_wrap=False, max_width=26)
     for r in results.itertuples(index=False):
         unit = "%" if r.kind in ("model_error", "bandwidth") else ""
         value = format_number(r.value, unit)
         if pd.notna(r.low) and pd.notna(r.high) and r.low != r.high:
             value += f" [{format_number(r.low, unit)}, {format_number(r.high, unit)}]"
         verdict = f"[{colors[r.verdict]}]{r.verdict}[/]"
-        table.add_row(r.id, r.gpu_key or "—", r.source, verdict, value, r.threshold, r.detail)
+        what = f"[bold]{escape(str(r.id))}[/]\n{escape(str(r.threshold))}\n[dim]{escape(str(r.detail))}[/]"
+        table.add_row(what, r.gpu_key or "—", r.source, verdict, value)
     console = Console() if Console().is_terminal else Console(width=100)
     console.print(table)
     counts = results["verdict"].value_counts()

@@ -106,6 +106,9 @@ def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], 
     return pred[pred["scheme"].isin(schemes)].reset_index(drop=True)
 
 
+NARROW = 132  # below this many columns the point table leaves out FLOP/B and the ceiling (both are in --csv)
+
+
 def _console():
     from rich.console import Console
 
@@ -113,22 +116,42 @@ def _console():
     return console if console.is_terminal else Console(width=220)
 
 
-def _print_points(pred: pd.DataFrame, tier: str, title: str) -> None:
+def _table(title: str, narrow: bool):
+    """A rich Table; on a narrow terminal without vertical rules, so that 100 columns hold the numbers unwrapped."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=title)
+    if narrow:  # the box's blank vertical rule is the only gap between columns
+        return Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
+    return Table(title=title)
+
+
+def _print_points(pred: pd.DataFrame, tier: str, title: str) -> None:
+    console = _console()
+    narrow = console.width < NARROW
+    table = _table(title, narrow)
     show_layer = pred["layer"].astype(str).str.len().gt(0).any()
     headers = ["GPU", "scheme", *(["layer"] if show_layer else []), "N×K", "M", "bytes", "time", "GB/s", "TFLOP/s",
                "FLOP/B", "bound", "ceiling", f"vs {pred['baseline'].iloc[0]}"]
+    one_gpu = pred["gpu"].nunique() == 1
+    dropped = ("FLOP/B", "ceiling", *(["GPU"] if one_gpu else [])) if narrow else ()
+    if narrow and one_gpu:
+        table.title = f"{title} on {pred['gpu'].iloc[0]}"
     for h in headers:
-        table.add_column(h, justify="left" if h in ("GPU", "scheme", "layer", "bound", "ceiling") else "right")
+        if h not in dropped:
+            table.add_column(h, justify="left" if h in ("GPU", "scheme", "layer", "bound", "ceiling") else "right",
+                             no_wrap=h != "layer", min_width=7 if h == "layer" else None)
     for r in pred.itertuples(index=False):
-        table.add_row(r.gpu, r.scheme, *([r.layer] if show_layer else []), f"{r.N}×{r.K}", str(r.M),
-                      fmt_bytes(r.bytes), fmt_time(r.time_s), fmt_bandwidth(r.achieved_bytes_per_s),
-                      fmt_flops_rate(r.flops / r.time_s), fmt_intensity(r.intensity),
-                      str(getattr(r, BOUND_COL[tier])),
-                      r.compute_unit_used if tier == "datasheet" else r.compute_unit_calibrated, fmt_ratio(r.speedup))
-    _console().print(table)
+        cells = dict(zip(headers, (
+            r.gpu, r.scheme, *([r.layer] if show_layer else []), f"{r.N}×{r.K}", str(r.M), fmt_bytes(r.bytes),
+            fmt_time(r.time_s), fmt_bandwidth(r.achieved_bytes_per_s), fmt_flops_rate(r.flops / r.time_s),
+            fmt_intensity(r.intensity), str(getattr(r, BOUND_COL[tier])),
+            r.compute_unit_used if tier == "datasheet" else r.compute_unit_calibrated, fmt_ratio(r.speedup)),
+            strict=True))
+        table.add_row(*(v for h, v in cells.items() if h not in dropped))
+    if narrow:
+        table.caption = f"{', '.join(dropped)} left out below {NARROW} columns (all columns: --csv FILE)"
+    console.print(table)
 
 
 def _print_rollup(out: pd.DataFrame, title: str) -> None:
@@ -198,43 +221,62 @@ def predict_command(
         write_csv_atomic(pred[[c for c in POINT_CSV_COLUMNS if c in pred]], csv)
 
 
+def _print_columns(title: str, headers: list[tuple[str, str]], rows: list[list[str]], narrow_drop: tuple[str, ...],
+                   wrap: tuple[str, ...] = ()) -> None:
+    """A catalogue table; below NARROW columns the `narrow_drop` columns are left out (the caption says which) and
+    only the `wrap` columns may wrap (at spaces), so names and numbers stay whole on a 100-column terminal."""
+    console = _console()
+    narrow = console.width < NARROW
+    table = _table(title, narrow)
+    keep = [i for i, (h, _) in enumerate(headers) if not (narrow and h in narrow_drop)]
+    for i in keep:
+        h, justify = headers[i]
+        table.add_column(h, justify=justify, no_wrap=h not in wrap)
+    for row in rows:
+        table.add_row(*(row[i] for i in keep))
+    if narrow and narrow_drop:
+        table.caption = f"{', '.join(narrow_drop)} left out below {NARROW} columns"
+    console.print(table)
+
+
 def gpus_command() -> None:
     """List the GPU catalogue (dense datasheet peaks)."""
-    from rich.table import Table
-
     from models.hardware import load_gpus
 
-    table = Table(title="GPU catalogue (data/gpus.toml): dense peaks at boost clock")
-    for h in ("key", "name", "cc", "SMs", "clock", "bandwidth", "L2", "FP32", "FP16", "BF16", "INT8", "FP8", "FP4",
-              "source"):
-        table.add_column(h, justify="left" if h in ("key", "name", "source") else "right")
+    units = ("fp32", "fp16", "bf16", "int8", "fp8", "fp4")
+    narrow = _console().width < NARROW
+    headers = [("key", "left"), ("name", "left"), ("cc", "right"), ("SMs", "right"), ("clock", "right"),
+               ("bandwidth", "right"), ("L2", "right"), *((u.upper(), "right") for u in units), ("source", "left")]
+    rows = []
     for g in load_gpus().values():
-        peaks = [fmt_flops_rate(g.peak(u)) if g.peak(u) > 0 else "—" for u in ("fp32", "fp16", "bf16", "int8", "fp8",
-                                                                              "fp4")]
-        table.add_row(g.key, g.name, g.cc, str(g.sms), fmt_clock(g.boost_clock_hz), fmt_bandwidth(g.bandwidth),
-                      fmt_bytes(g.l2_bytes), *peaks, g.sources["source"])
-    _console().print(table)
+        if narrow:  # one unit for every peak keeps the columns narrow
+            peaks = [f"{g.peak(u) / 1e12:,.0f}" if g.peak(u) > 0 else "—" for u in units]
+        else:
+            peaks = [fmt_flops_rate(g.peak(u)) if g.peak(u) > 0 else "—" for u in units]
+        rows.append([g.key, g.name, g.cc, str(g.sms), fmt_clock(g.boost_clock_hz), fmt_bandwidth(g.bandwidth),
+                     fmt_bytes(g.l2_bytes), *peaks, g.sources["source"]])
+    title = "GPU catalogue (data/gpus.toml): dense peaks at boost clock" + (" in TFLOP/s (INT8: TOP/s)" if narrow
+                                                                            else "")
+    _print_columns(title, headers, rows, ("name", "source"), wrap=("name", "source"))
 
 
 def schemes_command() -> None:
     """List the quantization schemes and their byte accounting."""
-    from rich.table import Table
-
     from models.schemes import SCHEME_PARAMS, all_schemes
 
-    table = Table(title="Schemes (defaults; bits/weight includes group scales and zeros)")
-    for h in ("name", "weights", "acts", "out bits", "bits/weight", "metadata", "compute", "dequant ops/w", "runnable",
-              "parameters", "description"):
-        table.add_column(h)
+    headers = [(h, "left") for h in ("name", "weights", "acts", "out bits", "bits/weight", "metadata", "compute",
+                                     "dequant ops/w", "runnable", "parameters", "description")]
+    rows = []
     for s in all_schemes():
         meta = s.granularity if s.granularity != "group" else f"group {s.group_size}"
         if s.scale_bits:
             meta += f", {s.scale_bits}-bit scale" + (f" + {s.zero_bits}-bit zero" if s.zero_bits else "")
         params = ", ".join(f"{k}={v}" for k, v in SCHEME_PARAMS[s.name].items()) or "—"
-        table.add_row(s.name, s.weight_dtype, s.act_dtype, str(s.out_bits), f"{s.bits_per_weight:.3f}", meta,
-                      s.compute_unit, f"{s.dequant_ops_per_weight:g}", "yes" if s.runnable else "modeled",
-                      params, s.description)
-    _console().print(table)
+        rows.append([s.name, s.weight_dtype, s.act_dtype, str(s.out_bits), f"{s.bits_per_weight:.3f}", meta,
+                     s.compute_unit, f"{s.dequant_ops_per_weight:g}", "yes" if s.runnable else "modeled", params,
+                     s.description])
+    _print_columns("Schemes (defaults; bits/weight includes group scales and zeros)", headers, rows,
+                   ("parameters", "description"), wrap=("metadata", "parameters", "description"))
 
 
 def register(app: typer.Typer) -> None:
