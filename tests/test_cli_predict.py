@@ -125,3 +125,26 @@ def test_model_and_predict_cli_import_no_gpu_or_ui_libraries():
             "bad = [m for m in ('cupy', 'pynvml', 'dash', 'plotly', 'torch') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=120).returncode == 0
+
+
+ANSI = __import__("re").compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "--model", "llama-2-7b", "--batch", "1,256"],
+    ["predict", "--gpu", "h200-sxm,a100-sxm-80gb", "--batch", "1"],
+    ["gpus"],
+    ["schemes"],
+])
+def test_tables_fit_a_100_column_terminal_without_breaking_names_or_numbers(capsys, monkeypatch, args):
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich treats the capture as a terminal of COLUMNS columns
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(args) == 0
+    out = ANSI.sub("", capsys.readouterr().out)
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert "…" not in out  # nothing cut short
+    if args[0] == "predict":
+        assert "22016×4096" in out and "3.85×" in out and "µs" in out
+        assert "gate_up" in out or "--model" not in args
+    if args[0] == "gpus":
+        assert "a100-pcie-40gb" in out and "1,979" in out

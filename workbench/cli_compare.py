@@ -216,10 +216,11 @@ def _print_verdicts(results: pd.DataFrame) -> None:
     # The id, threshold and deciding instance share one cell (three lines) so that a 100-column terminal holds the
     # table: ids, GPU keys and verdicts never wrap; the evidence wraps at spaces.
     table = Table(title="hypotheses", show_lines=True)
-    table.add_column("hypothesis · threshold · deciding instance", ratio=1, overflow="fold")
+    longest = int(results["id"].astype(str).str.len().max()) if len(results) else 10
+    table.add_column("hypothesis · threshold · deciding instance", ratio=1, overflow="fold", min_width=min(longest, 44))
     for col in ("gpu", "source", "verdict"):
         table.add_column(col, no_wrap=True)
-    table.add_column("value [low, high]", no_wrap=False, max_width=26)
+    table.add_column("value [low, high]", no_wrap=False, max_width=20)
     for r in results.itertuples(index=False):
         unit = "%" if r.kind in ("model_error", "bandwidth") else ""
         value = format_number(r.value, unit)
