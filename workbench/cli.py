@@ -105,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         if _is(exc, "ClickException"):
             return _fail(_usage_line(exc, names), int(getattr(exc, "exit_code", 1) or 1))
         raise
+    finally:
+        from workbench.locks import release_all
+
+        release_all()  # the GPU and output locks a command took (profile) end with it
     return int(result) if isinstance(result, int) else 0
 
 

@@ -105,6 +105,10 @@ def profile(
         cli_args.check_out_path(out, "--out")  # creates nothing: no folder is made before a GPU is found
     require_gpu()
     env = detect()
+    out = out or default_out(env, hot, data_dir)
+    # this GPU and this output are ours until the command ends; taken before any CUDA context (a waiting sweep must
+    # not sit on the GPU): a second sweep is refused naming the holder, or waits with --wait
+    locks.hold_sweep(env.gpu_uuid, out, wait=wait, on_wait=lambda m: print(m, file=sys.stderr))
     points = plan(specs, shapes, batches, env.cc)
     if not points:
         cc = env.compute_capability
@@ -117,8 +121,6 @@ def profile(
     from workbench.nvml import NvmlSampler
     from workbench.timing import CudaTimer
 
-    lock = locks.sweep_locks(env.gpu_uuid, out, wait=wait, on_wait=lambda m: print(m, file=sys.stderr))
-    lock.__enter__()  # this GPU and this output are ours until the sweep ends (LockHeld names the holder)
     print(f"{env.gpu_name} ({env.gpu_uuid}) cc {env.compute_capability}, {len(points)} points -> {out}")
     try:
         result = run_sweep(
@@ -132,8 +134,6 @@ def profile(
             sys.stderr.flush()
             os._exit(1)
         raise typer.Exit(1) from None
-    finally:
-        lock.__exit__(None, None, None)
     if result.skipped_done:
         print(f"resumed: {result.skipped_done} points were already in {out}")
     for line in result.refused:

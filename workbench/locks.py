@@ -117,6 +117,23 @@ def sweep_locks(gpu_uuid: str, out: str | Path, *, wait: bool = False,
         yield
 
 
+_HELD: list[contextlib.ExitStack] = []
+
+
+def hold_sweep(gpu_uuid: str, out: str | Path, *, wait: bool = False,
+               on_wait: Callable[[str], None] | None = None) -> None:
+    """Take the sweep locks until `release_all()` (the CLI's `main` calls it when a command ends) or the process
+    exits, whichever comes first: one line where a command takes them, no re-indented block."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(sweep_locks(gpu_uuid, out, wait=wait, on_wait=on_wait))
+    _HELD.append(stack)
+
+
+def release_all() -> None:
+    while _HELD:
+        _HELD.pop().close()
+
+
 @contextlib.contextmanager
 def store_lock(path: str | Path) -> Iterator[None]:
     """Short exclusive lock for one read-merge-write of a measurement file and its journal (always waits)."""
