@@ -179,3 +179,17 @@ def test_two_writers_on_one_file_lose_no_row(tmp_path):
         assert p.exitcode == 0
     df = store.fold_journal(out)
     assert len(df) == 81 and set(df["kernel"]) == {"old_kernel", "a_kernel", "b_kernel"}
+
+
+def test_calibrate_refused_while_a_sweep_holds_the_gpu(tmp_path, monkeypatch, capsys):
+    from workbench import calibrate
+
+    calls = []
+    _fake_gpu(monkeypatch, [])
+    monkeypatch.setattr(calibrate, "calibrate", lambda out_dir, env=None: calls.append(out_dir))
+    proc = _holder(locks.gpu_lock_path(ENV.gpu_uuid), 1.0)
+    assert main(["calibrate", "--out", str(tmp_path / "cal")]) == 2
+    assert f"is in use by pid {proc.pid}" in capsys.readouterr().err and not calls
+    assert not (tmp_path / "cal").exists()  # refused before anything is created
+    proc.wait(timeout=30)
+    assert main(["calibrate", "--out", str(tmp_path / "cal")]) == 0 and calls == [tmp_path / "cal"]

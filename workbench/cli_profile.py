@@ -152,8 +152,10 @@ def calibrate(
     from workbench.calibrate import calibrate as run_calibration
 
     require_gpu()  # before anything is created
+    env = detect()
+    locks.hold_sweep(env.gpu_uuid, None)  # no sweep may run beside the calibration (one line naming the holder)
     store.check_writable(out_dir / ".probe.json")
-    run_calibration(out_dir)
+    run_calibration(out_dir, env)
 
 
 def env() -> None:

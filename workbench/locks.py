@@ -109,18 +109,21 @@ def exclusive(lock_path: str | Path, what: str, *, wait: bool = False,
 
 
 @contextlib.contextmanager
-def sweep_locks(gpu_uuid: str, out: str | Path, *, wait: bool = False,
+def sweep_locks(gpu_uuid: str, out: str | Path | None, *, wait: bool = False,
                 on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
-    """The GPU (by UUID) and the output file, both exclusive for a whole sweep; the GPU first, always."""
-    with exclusive(gpu_lock_path(gpu_uuid or "unknown"), f"GPU {gpu_uuid or '(no UUID)'}", wait=wait,
-                   on_wait=on_wait), exclusive(file_lock_path(out), f"output {out}", wait=wait, on_wait=on_wait):
+    """The GPU (by UUID) and the output file (if any), both exclusive for a whole sweep; the GPU first, always."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(exclusive(gpu_lock_path(gpu_uuid or "unknown"), f"GPU {gpu_uuid or '(no UUID)'}",
+                                      wait=wait, on_wait=on_wait))
+        if out is not None:
+            stack.enter_context(exclusive(file_lock_path(out), f"output {out}", wait=wait, on_wait=on_wait))
         yield
 
 
 _HELD: list[contextlib.ExitStack] = []
 
 
-def hold_sweep(gpu_uuid: str, out: str | Path, *, wait: bool = False,
+def hold_sweep(gpu_uuid: str, out: str | Path | None, *, wait: bool = False,
                on_wait: Callable[[str], None] | None = None) -> None:
     """Take the sweep locks until `release_all()` (the CLI's `main` calls it when a command ends) or the process
     exits, whichever comes first: one line where a command takes them, no re-indented block."""
