@@ -2,24 +2,25 @@
 
     PYTHONPATH=. python bench/bench_gemv.py [--quick] [--no-variants]
 
-Every kernel is timed L2-cold (rotating input sets whose total is >= 3x the L2 size read from the device) and
-launch-gap-free (back-to-back launches captured in one CUDA graph, replayed between two events; median of 7 replays;
-a peer that cannot be captured is timed back to back between two events, marked "events"). A read-only stream
-kernel measures the read ceiling in the same run. Bytes come from models.schemes.traffic. Each kernel's output on the
-first set is checked against the float64 reference (rel err = ||y - ref|| / ||ref||).
-This bench keeps its own small timing loop; the profiler's workbench/timing.py is the general one.
+Every kernel is timed by the profiler's loop (workbench.timing.measure): checked against the float64 reference
+(rel err = ||y - ref|| / ||ref||), L2-cold (input sets rotating through >= 3x the L2 size read from the device),
+launch-gap-free (CUDA-graph replays of back-to-back launches between events; a peer that cannot be captured is timed
+as eager launches, marked "events"). A read-only stream kernel measures the read ceiling in the same run. Bytes are
+what each kernel's device arrays hold (kernels.problems).
 Writes $OUT/gemv_bench.csv (every row, config variants too) when $OUT is set.
+
+    PYTHONPATH=. python bench/bench_gemv.py --prewarm-only --prewarm-tests
+compiles, in parallel, every kernel configuration the GPU tests use (run it before `pytest -m gpu` on a fresh
+machine, or the tests compile them one by one).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import math
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from kernels import gemv, registry  # noqa: E402
-from kernels import reference as ref  # noqa: E402
-from models.schemes import traffic  # noqa: E402
 
 SHAPES = ((22016, 4096), (4096, 11008))
 READ_SRC = r"""
@@ -46,81 +45,43 @@ extern "C" __global__ void read_stream(const uint4* __restrict__ p, long long n,
 """
 
 
-def time_launches(fns: list, target_launches: int = 200, replays: int = 7) -> tuple[float, str]:
-    """Median seconds per launch of round-robin launches over `fns` (one per input set)."""
-    import cupy as cp
-
-    stream = cp.cuda.Stream(non_blocking=True)
-    rounds = max(1, math.ceil(target_launches / len(fns)))
-    n = rounds * len(fns)
-    with stream:
-        for f in fns:
-            f()
-        stream.synchronize()
-        graph, mode = None, "graph"
-        try:
-            stream.begin_capture()
-            for _ in range(rounds):
-                for f in fns:
-                    f()
-            graph = stream.end_capture()
-            graph.launch(stream)
-            stream.synchronize()
-        except Exception:  # noqa: BLE001 - torch kernels that allocate cannot be captured: time without a graph
-            try:
-                stream.end_capture()
-            except Exception:  # noqa: BLE001
-                pass
-            graph, mode = None, "events"
-        times = []
-        for _ in range(replays):
-            e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-            e0.record(stream)
-            if graph is not None:
-                graph.launch(stream)
-            else:
-                for _ in range(rounds):
-                    for f in fns:
-                        f()
-            e1.record(stream)
-            e1.synchronize()
-            times.append(cp.cuda.get_elapsed_time(e0, e1) * 1e-3 / n)
-    return float(np.median(times)), mode
-
-
 def read_ceiling() -> float:
+    """Bytes per second of a read-only stream over 4 GiB, timed by the profiler's loop (workbench.timing)."""
     import cupy as cp
+
+    from workbench.timing import CudaTimer, TimingConfig, time_loop
 
     nbytes = 4 << 30
-    buf = cp.random.RandomState(1).randint(0, 2**31, size=nbytes // 4, dtype=cp.int32)
+    buf = cp.ones(nbytes // 4, dtype=cp.int32)
     sink = cp.zeros(1, cp.uint32)
     k = cp.RawKernel(READ_SRC, "read_stream")
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     n16 = np.int64(nbytes // 16)
-    t, _ = time_launches([lambda: k((sms * 8,), (256,), (buf, n16, sink))], target_launches=10)
-    return nbytes / t
+    timer = CudaTimer()
+    with timer:
+        k((sms * 8,), (256,), (buf, n16, sink))
+        samples = time_loop(timer, lambda: [k((sms * 8,), (256,), (buf, n16, sink)) for _ in range(4)], 4,
+                            TimingConfig(budget_s=0.5, batch=3))
+    return nbytes / float(np.median(samples))
 
 
-def _compile_worker(job: tuple[str, tuple[str, ...]]) -> str:
+def prewarm(jobs: set[tuple[str, str, tuple[str, ...]]]) -> None:
+    """Compile every (source, entry, options) in parallel processes into kernels.build's cubin cache."""
     from kernels import build
 
-    build.module(job[0], job[1]).compile()
-    return job[0]
-
-
-def prewarm(jobs: set[tuple[str, tuple[str, ...]]]) -> None:
-    """Compile every (source, options) in parallel processes, filling CuPy's disk cache."""
-    import multiprocessing as mp
-
     t0 = time.time()
-    with ProcessPoolExecutor(max_workers=min(12, os.cpu_count() or 1), mp_context=mp.get_context("spawn")) as ex:
-        list(ex.map(_compile_worker, sorted(jobs)))
-    print(f"compiled {len(jobs)} modules in {time.time() - t0:.1f} s", flush=True)
+    arch = build.device_arch()
+    n, failed = build.prewarm((src, entry, arch, opts) for src, entry, opts in jobs)
+    print(f"compiled {n} modules in {time.time() - t0:.1f} s" + (f"; failed: {failed}" if failed else ""), flush=True)
 
 
-def test_jobs() -> set[tuple[str, tuple[str, ...]]]:
-    """(source, options) of every config tests/test_gemv_gpu.py compiles, to compile them in parallel first."""
-    jobs = set()
+def test_jobs() -> set[tuple[str, str, tuple[str, ...]]]:
+    """(source, entry, options) of every config the GPU tests compile (tests/test_gemv_gpu.py, every tensor-core
+    variant of tests/test_tensorcore_gpu.py), to compile them in parallel first."""
+    from kernels import tensorcore
+
+    jobs = {(s.source, f"{s.entry}_m{min(v.byte_tiles)}", v.options) for s in tensorcore.SPECS
+            for v in tensorcore.VARIANTS.values()}
     shapes = ((37, 256), (101, 640), (1029, 4224), (22016, 4096), (4096, 11008), (203, 2560))
     extra = ({}, {"xreg": False, "u": 2, "rw": 2, "warps": 4}, {"xreg": True, "u": 1, "rw": 4},
              {"xreg": False, "u": 4, "rw": 1, "warps": 8})
@@ -129,7 +90,7 @@ def test_jobs() -> set[tuple[str, tuple[str, ...]]]:
             for N, K in shapes:
                 for cfg in extra if d.elems and (N, K) == (203, 2560) else ({},):
                     if K % d.k_multiple == 0:
-                        jobs.add((d.source, gemv.choose_config(name, M, N, K, **cfg).options()))
+                        jobs.add((d.source, d.entry, gemv.choose_config(name, M, N, K, **cfg).options()))
     return jobs
 
 
@@ -154,29 +115,15 @@ def variants(name: str, M: int, N: int, K: int) -> list[dict[str, Any]]:
 def run_case(name: str, M: int, N: int, K: int, l2: int, cfg: dict[str, Any] | None = None) -> dict[str, Any]:
     import cupy as cp
 
+    from workbench.timing import CudaTimer, TimingConfig, measure
+
     spec = registry.get(name)
-    if spec.backend == "nvrtc":
-        runner: Any = gemv.GemvRunner(spec, config=cfg)
-    else:
-        runner = registry.runner(name)
-    runner.check(M, N, K)
-    first = runner.make(M, N, K, seed=11, reference=True)
-    if spec.backend == "nvrtc":
-        gemv.poison_output(first.out)
-    cp.cuda.Device().synchronize()
-    runner.launch(first)
-    cp.cuda.Device().synchronize()
-    err = ref.rel_error(runner.output(first), first.ref)
-    n_sets = max(2, math.ceil(3 * l2 / max(first.nbytes, 1)) + 1)
-    sets = [first] + [runner.make(M, N, K, seed=100 + i, reference=False) for i in range(n_sets - 1)]
-    cp.cuda.Device().synchronize()
-    t, mode = time_launches([(lambda p=p: runner.launch(p)) for p in sets])
+    runner: Any = gemv.GemvRunner(spec, config=cfg) if spec.backend == "nvrtc" else registry.runner(name)
+    t = measure(runner, M, N, K, l2, CudaTimer(), TimingConfig(budget_s=0.2))
     used = gemv.choose_config(name, M, N, K, **(cfg or {})) if spec.backend == "nvrtc" else None
-    row = {"kernel": name, "scheme": spec.scheme, "role": spec.role, "N": N, "K": K, "M": M, "time_s": t,
-           "timing": mode, "sets": n_sets, "rel_err": err, "config": "" if used is None else str(asdict(used)),
-           "variant": bool(cfg)}
-    row["bytes"] = float(traffic(spec.scheme, M, N, K).bytes)
-    del sets, first
+    row = {"kernel": name, "scheme": spec.scheme, "role": spec.role, "N": N, "K": K, "M": M,
+           "time_s": t.stats.median, "timing": t.method, "sets": t.rotate_sets, "rel_err": t.ref_error_rel,
+           "config": "" if used is None else str(asdict(used)), "variant": bool(cfg), "bytes": t.bytes}
     cp.get_default_memory_pool().free_all_blocks()
     return row
 
@@ -190,7 +137,7 @@ def main() -> int:
     ap.add_argument("--batches", default="1,4,8,16")
     ap.add_argument("--kernels", default="", help="comma list: only these kernels (and cublas_bf16)")
     ap.add_argument("--prewarm-only", action="store_true", help="compile, then exit")
-    ap.add_argument("--prewarm-tests", action="store_true", help="also compile the configs tests/test_gemv_gpu.py uses")
+    ap.add_argument("--prewarm-tests", action="store_true", help="also compile the configs the GPU tests use")
     args = ap.parse_args()
     batches = [1, 16] if args.quick else [int(b) for b in args.batches.split(",")]
     dev = cp.cuda.Device()
@@ -216,7 +163,8 @@ def main() -> int:
     jobs = set()
     for name, M, N, K, v in cases:
         if name in gemv.DEFS:
-            jobs.add((gemv.DEFS[name].source, gemv.choose_config(name, M, N, K, **(v or {})).options()))
+            d = gemv.DEFS[name]
+            jobs.add((d.source, d.entry, gemv.choose_config(name, M, N, K, **(v or {})).options()))
     if args.prewarm_tests:
         jobs |= test_jobs()
     prewarm(jobs)

@@ -5,7 +5,8 @@
 #   EXCLUDE="tc_w4a16" ... leaves kernels out of both sweeps
 #   EXTRA_SWEEPS=1 ... also the lm_head (32000x4096) and L2-hot sweeps, packed as extra.tgz
 # Steps: GPU tests, calibrate, the default sweep (timed, with where the time goes), a second identical sweep to a
-# scratch path (run-to-run difference), the independent-timer cross-check. Results go to $OUT (<= 8 files):
+# scratch path (run-to-run difference), the independent-timer cross-check (bench/crosscheck_timer.py: every kernel
+# family at M = 1, 16, 128, L2-cold and hot; its verdict table goes to summary.txt, every point to crosscheck.csv). Results go to $OUT (<= 8 files):
 # dataset.tgz (data/calibration + data/measurements, to unpack in the repo root), record.log, crosscheck.csv,
 # sweep2.parquet, summary.txt (also printed last).
 set -uo pipefail
@@ -25,11 +26,13 @@ if [[ "${QUICK:-0}" == "1" ]]; then
   SWEEP=(--kernel gemv_fp32_ref --kernel fp16_gemv --kernel tc_fp16 --shape 4096x4096 --shape 22016x4096
          --batch 1 --batch 16 --batch 64)
   OUT1="$SCRATCH/measurements/sweep-cold.parquet"
+  XCHECK=(--kernels fp16_gemv,tc_fp16,cublas_fp16 --batches 1,16)
 else
   read -r -a TESTS <<<"${GPU_TESTS:-tests}"   # GPU_TESTS="a.py b.py" limits the test files
   CAL_DIR=data/calibration
   SWEEP=()
   OUT1=data/measurements/h200-sxm/sweep-cold.parquet
+  XCHECK=()
 fi
 OUT2="$SCRATCH/sweep2.parquet"
 EXC_ARGS=()
@@ -41,8 +44,8 @@ SWEEP+=("${EXC_ARGS[@]}")
   nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   python3 -m workbench env
 
-  step "compile (parallel NVRTC into CuPy's disk cache)"
-  python3 bench/prewarm_tc.py --with-gemv 2>&1 | tail -1
+  step "compile the GPU tests' kernels (parallel NVRTC into kernels.build's cubin cache)"
+  python3 bench/bench_gemv.py --prewarm-only --prewarm-tests 2>&1 | tail -1
 
   step "GPU tests"
   t0=$SECONDS
@@ -68,8 +71,10 @@ SWEEP+=("${EXC_ARGS[@]}")
   step "resume check: re-running sweep 1 measures nothing"
   python3 -m workbench profile "${SWEEP[@]}" --no-progress --out "$OUT1" --calibration-dir "$CAL_DIR" | tail -3
 
-  step "independent timer"
-  python3 bench/crosscheck_timer.py --out "$OUT/crosscheck.csv" | tee -a "$SUMMARY"
+  step "independent timer: every kernel family at M = 1, 16, 128, L2-cold and hot (table last, every point in crosscheck.csv)"
+  t0=$SECONDS
+  python3 bench/crosscheck_timer.py "${XCHECK[@]}" --out "$OUT/crosscheck.csv" | grep -v "^skipped" | tail -20 | tee -a "$SUMMARY"
+  note "crosscheck: exit ${PIPESTATUS[0]} in $((SECONDS - t0)) s"
 } 2>&1 | tee "$LOG"
 
 cp "$OUT2" "$OUT/sweep2.parquet" 2>/dev/null

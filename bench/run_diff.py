@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import sys
 
-from workbench.store import load_measurements
+from workbench.store import POINT_KEY, load_measurements
 
-KEY = ["kernel", "scheme", "layer", "M", "N", "K", "mode"]
+KEY = list(POINT_KEY)  # the same GPU in both runs: the point key as the store defines it
 
 
 def main(first: str, second: str) -> int:

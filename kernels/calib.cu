@@ -3,6 +3,8 @@
 // Every kernel writes something derived from its work to `sink`, so the compiler cannot drop the work; inputs are
 // derived from `seed` (never zeros).
 
+#include <cuda_fp16.h>
+
 typedef unsigned long long u64;
 
 __device__ __forceinline__ uint4 ldg_nc(const uint4* p) {
@@ -163,5 +165,85 @@ extern "C" __global__ void mma_e4m3(int iters, unsigned int seed, float* __restr
 #pragma unroll
     for (int c = 0; c < CHAINS; ++c) s += d[c][0] + d[c][1] + d[c][2] + d[c][3];
     if (s == 1234.5f) sink[0] = s;
+}
+#endif
+
+// ---- CUDA-core conversion work per weight (the kernel-aware model's ALU term) ----------------------------------
+// Each thread turns `iters` x 8 fresh 32-bit words into fp16 weights and multiplies them into half2 accumulators, as
+// a W4A16 / W8A16 GEMV does at batch 1: the issue rate of that instruction mix, with no memory traffic.
+
+__device__ __forceinline__ unsigned int and_or(unsigned int a, unsigned int mask, unsigned int bits) {
+    unsigned int r;  // (a & mask) | bits in one LOP3
+    asm volatile("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(a), "r"(mask), "r"(bits));
+    return r;
+}
+
+__device__ __forceinline__ half2 as_h2(unsigned int v) { return *reinterpret_cast<half2*>(&v); }
+
+// int4 -> fp16 with the 0x6400 magic (Marlin / FasterTransformer style): per word of 8 codes 1 IADD (fresh word),
+// 1 SHR, 4 LOP3, 2 HSUB2 + 2 HFMA2 (bias / the x16 nibbles), 4 HMUL2 by a group scale, 4 HFMA2 with x.
+extern "C" __global__ void dq_w4(int iters, unsigned int seed, float* __restrict__ sink) {
+    const half2 bias = __float2half2_rn(1032.f), k16 = __float2half2_rn(0.0625f), b16 = __float2half2_rn(-72.f);
+    const half2 s = __float2half2_rn(0.0078125f), x = __floats2half2_rn(0.5f, -0.25f);
+    half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
+    const unsigned int q = seed ^ (threadIdx.x * 2654435761u);
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const unsigned int w = q + (unsigned int)(i * 8 + j), sh = w >> 8;
+            const half2 a = __hsub2(as_h2(and_or(w, 0x000f000fu, 0x64006400u)), bias);
+            const half2 b = __hfma2(as_h2(and_or(w, 0x00f000f0u, 0x64006400u)), k16, b16);
+            const half2 c = __hsub2(as_h2(and_or(sh, 0x000f000fu, 0x64006400u)), bias);
+            const half2 d = __hfma2(as_h2(and_or(sh, 0x00f000f0u, 0x64006400u)), k16, b16);
+            acc0 = __hfma2(__hmul2(a, s), x, acc0);
+            acc1 = __hfma2(__hmul2(b, s), x, acc1);
+            acc0 = __hfma2(__hmul2(c, s), x, acc0);
+            acc1 = __hfma2(__hmul2(d, s), x, acc1);
+        }
+    }
+    const float r = __low2float(acc0) + __high2float(acc1);
+    if (r == 1234.5f) sink[0] = r;
+}
+
+// int8 -> fp16 with PRMT into the 0x6400 magic: per word of 4 codes 1 IADD, 2 PRMT, 2 HSUB2, 2 HFMA2 with x (the row
+// scale is applied once per output, not per weight).
+extern "C" __global__ void dq_w8(int iters, unsigned int seed, float* __restrict__ sink) {
+    const half2 bias = __float2half2_rn(1152.f), x = __floats2half2_rn(0.5f, -0.25f);
+    half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
+    const unsigned int q = seed ^ (threadIdx.x * 2654435761u);
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const unsigned int w = (q + (unsigned int)(i * 8 + j)) ^ 0x80808080u;  // offset-binary int8
+            unsigned int lo, hi;
+            asm volatile("prmt.b32 %0, %1, %2, 0x7170;" : "=r"(lo) : "r"(w), "r"(0x64646464u));
+            asm volatile("prmt.b32 %0, %1, %2, 0x7372;" : "=r"(hi) : "r"(w), "r"(0x64646464u));
+            acc0 = __hfma2(__hsub2(as_h2(lo), bias), x, acc0);
+            acc1 = __hfma2(__hsub2(as_h2(hi), bias), x, acc1);
+        }
+    }
+    const float r = __low2float(acc0) + __high2float(acc1);
+    if (r == 1234.5f) sink[0] = r;
+}
+
+#if defined(CALIB_FP8) && __CUDA_ARCH__ >= 890
+// e4m3 -> fp16 by the hardware conversion: per word of 4 codes 1 IADD, 2 cvt.rn.f16x2.e4m3x2, 2 HFMA2 with x.
+extern "C" __global__ void dq_e4m3(int iters, unsigned int seed, float* __restrict__ sink) {
+    const half2 x = __floats2half2_rn(0.5f, -0.25f);
+    half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
+    const unsigned int q = seed ^ (threadIdx.x * 2654435761u);
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const unsigned int w = (q + (unsigned int)(i * 8 + j)) & 0x3f3f3f3fu;  // finite codes only
+            unsigned int lo, hi;
+            asm volatile("{.reg .b16 l, h; mov.b32 {l, h}, %2; cvt.rn.f16x2.e4m3x2 %0, l; cvt.rn.f16x2.e4m3x2 %1, h;}"
+                         : "=r"(lo), "=r"(hi) : "r"(w));
+            acc0 = __hfma2(as_h2(lo), x, acc0);
+            acc1 = __hfma2(as_h2(hi), x, acc1);
+        }
+    }
+    const float r = __low2float(acc0) + __high2float(acc1);
+    if (r == 1234.5f) sink[0] = r;
 }
 #endif

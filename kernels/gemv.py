@@ -16,10 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from kernels import build, pack_w4, quant
-from kernels import reference as ref
+from kernels import build, pack_w4, problems, quant
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
+from models.kernel_terms import KernelFacts, m_tiles_from
+from models.schemes import SCHEME_PARAMS
+
+W4_GROUP: int = SCHEME_PARAMS["w4a16"]["group_size"]  # the default group size of the w4a16 scheme
 
 MB_BINS = (1, 2, 3, 4, 8, 16)
 _RUN = "kernels.gemv:make_runner"
@@ -140,7 +143,7 @@ def _default_config(name: str, d: KernelDef, mb: int, chunks: int) -> Config:
     return Config(mb=mb, rw=4, u=2 if wide else 1, xreg=False, warps=4)
 
 
-def check_shape(spec: KernelSpec, M: int, N: int, K: int, group_size: int = 128) -> None:
+def check_shape(spec: KernelSpec, M: int, N: int, K: int, group_size: int = W4_GROUP) -> None:
     """Refuse, before anything is allocated or launched, a shape this kernel cannot run."""
     check_batch(spec, M)
     d = DEFS[spec.name]
@@ -202,9 +205,8 @@ def prepare_weights(name: str, w: Any) -> tuple[Any, ...]:
     wd = cp.asarray(w)
     if name == "bf16_gemv":
         return (cp.ascontiguousarray(wd if wd.dtype == cp.uint16 else quant.to_bf16_bits(wd, cp)),)
-    if name == "fp16_gemv":
-        return (cp.ascontiguousarray(wd.astype(cp.float16)),)
-    return (cp.ascontiguousarray(wd.astype(cp.float32)),)
+    dt = cp.float16 if name == "fp16_gemv" else cp.float32
+    return (cp.ascontiguousarray(wd if wd.dtype == dt else wd.astype(dt)),)
 
 
 def _expect(w: Any, cls: type, name: str) -> Any:
@@ -214,7 +216,7 @@ def _expect(w: Any, cls: type, name: str) -> Any:
 
 
 def _group_size(weights: Any) -> int:
-    return weights.group_size if isinstance(weights, quant.W4) else 128
+    return weights.group_size if isinstance(weights, quant.W4) else W4_GROUP
 
 
 def _out_array(name: str, M: int, N: int) -> Any:
@@ -281,7 +283,7 @@ class Launch:
 
 
 def make_launch(name: str, cfg: Config, M: int, N: int, K: int, xs: tuple[Any, ...], ws: tuple[Any, ...],
-                out: Any, group_size: int = 128) -> Launch:
+                out: Any, group_size: int = W4_GROUP) -> Launch:
     """Bind arrays and geometry into a launch that enqueues one kernel on the current stream (no allocation)."""
     _check_aligned(name, xs + ws)
     d = DEFS[name]
@@ -341,71 +343,40 @@ def launch(name: str, x: Any, weights: Any, config: Config | None = None, **over
 # ---------------------------------------------------------------- the profiler's Runner
 
 
-def random_inputs(name: str, M: int, N: int, K: int, seed: int, group_size: int = 128) -> tuple[Any, Any]:
-    """Fresh random (x, canonical weights) on the device for kernel `name`: never zeros."""
-    cp = _cupy()
-    r = cp.random.RandomState(seed)
+def params(name: str, group_size: int = W4_GROUP) -> problems.Params:
+    """The problem kernel `name` reads (kernels.problems): its weight and activation types, the group size."""
+    d = DEFS[name]
     scheme = next(s.scheme for s in SPECS if s.name == name)
-    x = r.standard_normal((M, K), dtype=cp.float32)
-    if scheme == "w4a16":
-        w: Any = quant.random_w4(N, K, group_size, seed=seed + 1, xp=cp)
-    elif scheme in ("w8a16", "w8a8"):
-        w = quant.random_w8(N, K, seed=seed + 1, xp=cp)
-    elif scheme == "fp8":
-        w = quant.random_fp8(N, K, per="channel", seed=seed + 1, xp=cp)
-    else:
-        w = r.standard_normal((N, K), dtype=cp.float32) * cp.float32(K**-0.5)
-    if DEFS[name].x_kind == "i8":
-        return quant.quantize_act_int8(x, cp), w
-    return x, w
-
-
-def x_as_kernel_sees(name: str, xs: tuple[Any, ...]) -> Any:
-    """The activations the kernel multiplies, in float64 (what the kernel-error reference uses)."""
-    cp = _cupy()
-    kind = DEFS[name].x_kind
-    if kind == "i8":
-        return quant.dequantize_act_int8(xs[0], xs[1], cp)
-    if kind == "bf16":
-        return quant.from_bf16_bits(xs[0], cp).astype(cp.float64)
-    return xs[0].astype(cp.float64)
-
-
-def w_as_kernel_sees(name: str, w: Any, ws: tuple[Any, ...]) -> Any:
-    """The weights the kernel multiplies, in float64: float schemes after rounding, quantized ones dequantized."""
-    cp = _cupy()
-    if name in ("fp32_gemv", "fp16_gemv", "gemv_fp32_ref"):
-        return ws[0].astype(cp.float64)
-    if name == "bf16_gemv":
-        return quant.from_bf16_bits(ws[0], cp).astype(cp.float64)
-    return ref.dequantize(next(s.scheme for s in SPECS if s.name == name), w, cp)
+    weight = {"w4a16": "w4", "w8a16": "w8", "w8a8": "w8", "fp8": "e4m3"}.get(scheme, d.x_kind)
+    return problems.Params(scheme, weight, d.x_kind, group_size=group_size if weight == "w4" else 0)
 
 
 class GemvRunner:
-    def __init__(self, spec: KernelSpec, config: dict[str, Any] | None = None, group_size: int = 128) -> None:
+    def __init__(self, spec: KernelSpec, config: dict[str, Any] | None = None, group_size: int | None = None) -> None:
         self.spec = spec
         self.config = dict(config or {})
-        self.group_size = group_size
+        self.group_size = group_size or W4_GROUP if spec.scheme == "w4a16" else 0
 
     def check(self, M: int, N: int, K: int) -> None:
-        check_shape(self.spec, M, N, K, self.group_size)
+        check_shape(self.spec, M, N, K, self.group_size or W4_GROUP)
+
+    def compile_jobs(self, M: int, N: int, K: int) -> list[build.Job]:
+        d, cfg = DEFS[self.spec.name], choose_config(self.spec.name, M, N, K, **self.config)
+        return [(d.source, d.entry, build.device_arch(), cfg.options())]
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         self.check(M, N, K)
-        cp = _cupy()
         name = self.spec.name
-        x, w = random_inputs(name, M, N, K, seed, self.group_size)
-        xs, ws = prepare_x(name, x), prepare_weights(name, w)
+        inputs = problems.make_inputs(params(name, self.group_size or W4_GROUP), M, N, K, seed=seed,
+                                      reference=reference)
+        xs, ws = inputs.x, prepare_weights(name, inputs.w)
         out = _out_array(name, M, N)
         cfg = choose_config(name, M, N, K, **self.config)
         arrays = {f"x{i}": a for i, a in enumerate(xs)} | {f"w{i}": a for i, a in enumerate(ws)}
-        arrays["launch"] = make_launch(name, cfg, M, N, K, xs, ws, out, self.group_size)
-        nbytes = int(sum(a.nbytes for a in xs + ws))
-        y_ref = None
-        if reference:
-            y_ref = cp.asnumpy(ref.matmul_t(x_as_kernel_sees(name, xs), w_as_kernel_sees(name, w, ws), cp))
-        del x, w
-        return Problem(M=M, N=N, K=K, arrays=arrays, out=out, nbytes=nbytes, ref=y_ref)
+        arrays["launch"] = make_launch(name, cfg, M, N, K, xs, ws, out, self.group_size or W4_GROUP)
+        nbytes = problems.bytes_read(*xs, *ws)
+        return Problem(M=M, N=N, K=K, arrays=arrays, out=out, nbytes=nbytes, ref=inputs.ref,
+                       quant_error_rel=inputs.quant_error_rel, bytes=nbytes + problems.bytes_read(out))
 
     def launch(self, problem: Problem) -> None:
         problem.arrays["launch"]()
@@ -414,5 +385,13 @@ class GemvRunner:
         return _cupy().asnumpy(out_to_float64(self.spec.name, problem.out))
 
 
-def make_runner(spec: KernelSpec) -> GemvRunner:
-    return GemvRunner(spec)
+def make_runner(spec: KernelSpec, group_size: int | None = None) -> GemvRunner:
+    return GemvRunner(spec, group_size=group_size)
+
+
+# What the kernel-aware model needs (models.kernel_terms): CUDA-core products per batch row, M padded to MB_BINS,
+# the conversion each kernel runs per weight.
+_DEQUANT = {"gemv_w4_ref": "w4", "w4a16_gemv": "w4", "w8a16_gemv": "w8", "fp8_gemv": "e4m3"}
+SPECS = tuple(replace(s, facts=KernelFacts("gemv", "cuda_core", _DEQUANT.get(s.name, "none"),
+                                           m_tiles_from(mb_for, range(1, MB_BINS[-1] + 1)), cuda_core_rows=True))
+              for s in SPECS)

@@ -26,7 +26,7 @@ from models.errors import InputError
 Array = Any
 TILE_N = 128
 TILE_K = 128
-GROUP = 128
+GROUP = TILE_K  # one (scale, zero) pair per column and k-tile: the layout holds this group size only
 
 # codes[n, k] viewed as C[nt, w, np, pp, g, kt, j, jj, reg, t, hsel] (n = nt*128 + w*32 + (2np+pp)*8 + g,
 # k = kt*128 + (2j+jj)*16 + reg*8 + t*2 + hsel); the packed word order is (nt, kt, w, j, g, t, jj, np) and the

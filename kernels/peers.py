@@ -10,14 +10,19 @@ runner raises a clear InputError where it is missing).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
 import numpy as np
 
-from kernels import quant
+from kernels import problems
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
+from models.kernel_terms import KernelFacts
+from models.schemes import SCHEME_PARAMS
+
+W4_GROUP: int = SCHEME_PARAMS["w4a16"]["group_size"]
 
 _RUN = "kernels.peers:make_runner"
 SPECS: tuple[KernelSpec, ...] = (
@@ -37,6 +42,10 @@ SPECS: tuple[KernelSpec, ...] = (
                geometry="torch._int_mm int8 x int8 -> int32",
                notes="M padded to >= 32 (multiple of 8); int32 output, the rescale is not included"),
 )
+# name -> (weights, activations, scale granularity) as the peer reads them (kernels.problems.Params)
+_PARAMS = {"cublas_fp16": ("f16", "f16", "channel"), "cublas_bf16": ("bf16", "bf16", "channel"),
+           "cublas_fp32": ("f32", "f32", "channel"), "torch_int4_tinygemm": ("w4", "bf16", "channel"),
+           "torch_fp8_scaled_mm": ("e4m3", "e4m3", "tensor"), "torch_int_mm": ("w8", "i8", "channel")}
 _TORCH_DTYPES = {"cublas_fp16": "float16", "cublas_bf16": "bfloat16", "cublas_fp32": "float32"}
 _PAD = {"torch_fp8_scaled_mm": lambda M: -(-M // 16) * 16, "torch_int_mm": lambda M: max(32, -(-M // 8) * 8)}
 
@@ -69,87 +78,92 @@ def _on_cupy_stream() -> Any:
 
 
 class PeerRunner:
-    def __init__(self, spec: KernelSpec) -> None:
+    def __init__(self, spec: KernelSpec, group_size: int | None = None) -> None:
         self.spec = spec
+        self.group_size = (group_size or W4_GROUP) if spec.scheme == "w4a16" else 0
 
     def check(self, M: int, N: int, K: int) -> None:
         check_batch(self.spec, M)
         if self.spec.name == "torch_int4_tinygemm" and K % 256:
             raise InputError(f"torch_int4_tinygemm needs K divisible by 256, got K={K}")
+        if self.group_size and self.group_size not in problems.GROUP_SIZES:
+            raise InputError(f"{self.spec.name} takes group sizes {problems.GROUP_SIZES}, got {self.group_size}")
         if K % 16 or N % 16:
             raise InputError(f"{self.spec.name}: N and K must be multiples of 16, got N={N}, K={K}")
+
+    def params(self) -> problems.Params:
+        """The problem this peer reads (kernels.problems)."""
+        weight, act, scales = _PARAMS[self.spec.name]
+        return problems.Params(self.spec.scheme, weight, act, group_size=self.group_size, weight_scales=scales,
+                               act_scales=scales)
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         import cupy as cp
 
         self.check(M, N, K)
         name = self.spec.name
-        r = cp.random.RandomState(seed)
-        x = r.standard_normal((M, K), dtype=cp.float32)
+        inputs = problems.make_inputs(self.params(), M, N, K, seed=seed, reference=reference)
         arrays: dict[str, Any] = {}
+        ref = inputs.ref
         if name in ("cublas_fp16", "cublas_fp32") and not _has_torch():
-            dt = cp.float16 if name == "cublas_fp16" else cp.float32
-            w = (r.standard_normal((N, K), dtype=cp.float32) * cp.float32(K**-0.5)).astype(dt)
-            arrays |= {"x": x.astype(dt), "w": w}
-            out = cp.empty((M, N), dtype=dt)
-            ref_x, ref_w = arrays["x"], w
+            arrays |= {"x": inputs.x[0], "w": inputs.w}
+            out = cp.empty((M, N), dtype=inputs.w.dtype)
         else:
             torch = _torch()
             with _on_cupy_stream():
-                out, ref_x, ref_w = self._make_torch(torch, arrays, x, M, N, K, seed)
+                out, own_ref = self._make_torch(torch, arrays, inputs, reference)
             torch.cuda.synchronize()  # setup done before the reference reads it and before any other stream launches
-        nbytes = int(sum(a.nbytes for a in arrays.values() if hasattr(a, "nbytes")))
-        y_ref = None
-        if reference:
-            y_ref = cp.asnumpy(cp.asarray(ref_x, cp.float64) @ cp.asarray(ref_w, cp.float64).T)
-        return Problem(M=M, N=N, K=K, arrays=arrays, out=out, nbytes=nbytes, ref=y_ref)
+            ref = own_ref if own_ref is not None else ref
+        nbytes = problems.bytes_read(*(a for k, a in arrays.items() if k != "out"))
+        return Problem(M=M, N=N, K=K, arrays=arrays, out=out, nbytes=nbytes, ref=ref,
+                       quant_error_rel=inputs.quant_error_rel, bytes=nbytes + problems.bytes_read(out))
 
-    def _make_torch(self, torch: Any, arrays: dict[str, Any], x: Any, M: int, N: int, K: int, seed: int) -> Any:
-        import cupy as cp
-
-        name = self.spec.name
-        xt = torch.as_tensor(x, device="cuda")
+    def _make_torch(self, torch: Any, arrays: dict[str, Any], inputs: problems.Inputs, reference: bool) -> Any:
+        """Pack the canonical inputs for torch; returns (output, the reference when the peer's own arithmetic
+        differs from the canonical one: tinygemm's bf16 zero offsets, _int_mm's unscaled int32 sums)."""
+        name, M, N, K = self.spec.name, inputs.M, inputs.N, inputs.K
         pad = _PAD.get(name, lambda m: m)(M)
+
+        def t(a: Any) -> Any:  # a CuPy array as a torch tensor (bf16 bit patterns through int16)
+            if str(a.dtype) == "uint16":
+                return torch.as_tensor(a.view("int16"), device="cuda").view(torch.bfloat16)
+            return torch.as_tensor(a, device="cuda")
+
         if name in _TORCH_DTYPES:
-            dt = getattr(torch, _TORCH_DTYPES[name])
-            w = torch.randn(N, K, device="cuda", generator=torch.Generator("cuda").manual_seed(seed)) * K**-0.5
-            arrays |= {"x": xt.to(dt), "w": w.to(dt)}
-            arrays["out"] = torch.empty(M, N, device="cuda", dtype=dt)
-            return arrays["out"], arrays["x"].double(), arrays["w"].double()
+            arrays |= {"x": t(inputs.x[0]), "w": t(inputs.w)}
+            arrays["out"] = torch.empty(M, N, device="cuda", dtype=getattr(torch, _TORCH_DTYPES[name]))
+            return arrays["out"], None
         if name == "torch_int4_tinygemm":
-            q = quant.random_w4(N, K, 128, seed=seed + 1, xp=cp)
-            codes = torch.as_tensor(q.codes, device="cuda").to(torch.int32)
+            q, G = inputs.w, self.group_size
+            codes = t(q.codes).to(torch.int32)
             packed_u8 = ((codes[:, ::2] << 4) | codes[:, 1::2]).to(torch.uint8)  # even k in the high nibble
             wp = torch.ops.aten._convert_weight_to_int4pack(packed_u8, 8 if K % 1024 == 0 else 2)
-            s = torch.as_tensor(q.scales, device="cuda").float()
-            z = torch.as_tensor(q.zeros, device="cuda").float()
+            s, z = t(q.scales).float(), t(q.zeros).float()
             sz = torch.stack([s, (8.0 - z) * s], dim=2).transpose(0, 1).contiguous().bfloat16()  # [K/G, N, 2]
-            arrays |= {"x": xt.bfloat16(), "w": wp, "sz": sz}
+            arrays |= {"x": t(inputs.x[0]), "w": wp, "sz": sz}
             arrays["out"] = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-            s_full = sz[..., 0].double().t().repeat_interleave(128, dim=1)
-            z_full = sz[..., 1].double().t().repeat_interleave(128, dim=1)
-            w_ref = (torch.as_tensor(q.codes, device="cuda").double() - 8.0) * s_full + z_full
-            return arrays["out"], arrays["x"].double(), w_ref
+            if not reference:
+                return arrays["out"], None
+            s_full = sz[..., 0].double().t().repeat_interleave(G, dim=1)
+            z_full = sz[..., 1].double().t().repeat_interleave(G, dim=1)
+            w_ref = (codes.double() - 8.0) * s_full + z_full
+            return arrays["out"], (arrays["x"].double() @ w_ref.t()).cpu().numpy()
         if name == "torch_fp8_scaled_mm":
-            q = quant.random_fp8(N, K, per="tensor", seed=seed + 1, xp=cp)
-            wq = torch.as_tensor(q.codes, device="cuda").view(torch.float8_e4m3fn)
-            xs = float(xt.abs().max()) / 448.0
-            xq = torch.zeros(pad, K, device="cuda", dtype=torch.float8_e4m3fn)
-            xq[:M] = (xt / xs).to(torch.float8_e4m3fn)
-            arrays |= {"x": xq, "w": wq, "sx": torch.tensor(xs, device="cuda"),
-                       "sw": torch.as_tensor(q.scales, device="cuda").reshape(())}
+            codes, sx = inputs.x
+            xq = torch.zeros(pad, K, device="cuda", dtype=torch.uint8)
+            xq[:M] = t(codes)
+            arrays |= {"x": xq.view(torch.float8_e4m3fn), "w": t(inputs.w.codes).view(torch.float8_e4m3fn),
+                       "sx": t(sx).reshape(()), "sw": t(inputs.w.scales).reshape(())}
             arrays["out"] = torch.empty(pad, N, device="cuda", dtype=torch.bfloat16)
-            w_ref = wq.double() * float(q.scales[0])
-            return arrays["out"], xq[:M].double() * xs, w_ref
+            return arrays["out"], None
         if name == "torch_int_mm":
-            q = quant.random_w8(N, K, seed=seed + 1, xp=cp)
-            xc, _ = quant.quantize_act_int8(x, cp)
             xq = torch.zeros(pad, K, device="cuda", dtype=torch.int8)
-            xq[:M] = torch.as_tensor(xc, device="cuda")
-            wq = torch.as_tensor(q.codes, device="cuda")
-            arrays |= {"x": xq, "w": wq}
+            xq[:M] = t(inputs.x[0])
+            arrays |= {"x": xq, "w": t(inputs.w.codes)}
             arrays["out"] = torch.empty(pad, N, device="cuda", dtype=torch.int32)
-            return arrays["out"], xq[:M].double(), wq.double()
+            if not reference:
+                return arrays["out"], None
+            return arrays["out"], (xq[:M].double() @ arrays["w"].double().t()).cpu().numpy()
         raise InputError(f"unknown peer {name}")
 
     def launch(self, problem: Problem) -> None:
@@ -165,7 +179,7 @@ class PeerRunner:
             if name in _TORCH_DTYPES:
                 torch.mm(a["x"], a["w"].t(), out=a["out"])
             elif name == "torch_int4_tinygemm":
-                a["out"].copy_(torch._weight_int4pack_mm(a["x"], a["w"], 128, a["sz"]))
+                a["out"].copy_(torch._weight_int4pack_mm(a["x"], a["w"], self.group_size, a["sz"]))
             elif name == "torch_fp8_scaled_mm":
                 torch._scaled_mm(a["x"], a["w"].t(), scale_a=a["sx"], scale_b=a["sw"], out_dtype=torch.bfloat16,
                                  out=a["out"])
@@ -181,5 +195,19 @@ class PeerRunner:
         return out[: problem.M].double().cpu().numpy().astype(np.float64)
 
 
-def make_runner(spec: KernelSpec) -> PeerRunner:
-    return PeerRunner(spec)
+def make_runner(spec: KernelSpec, group_size: int | None = None) -> PeerRunner:
+    return PeerRunner(spec, group_size)
+
+
+# What the kernel-aware model needs (models.kernel_terms): the library kernels' instruction paths; their tiles are not
+# known, only the M padding the runners add (_PAD). tinygemm's measured time grows with M from M = 1: one pass over
+# the dequantized weights per batch row.
+_FACTS = {
+    "cublas_fp16": KernelFacts("library", "wgmma_f16"),
+    "cublas_bf16": KernelFacts("library", "wgmma_bf16"),
+    "cublas_fp32": KernelFacts("library", "library_fp32"),
+    "torch_int4_tinygemm": KernelFacts("library", "mma_sync_bf16", "w4", ((256, 1),)),
+    "torch_fp8_scaled_mm": KernelFacts("library", "wgmma_e4m3", "none", ((256, 16),)),
+    "torch_int_mm": KernelFacts("library", "wgmma_s8", "none", ((32, 32), (256, 8))),
+}
+SPECS = tuple(replace(s, facts=_FACTS[s.name]) for s in SPECS)

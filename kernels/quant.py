@@ -204,23 +204,48 @@ def decode_e4m3(codes: Array, xp: ModuleType = np) -> Array:
 @dataclass(frozen=True)
 class FP8:
     codes: Array  # uint8 e4m3fn bit patterns [N, K]
-    scales: Array  # float32 [1] (per tensor) or [N] (per channel)
-    granularity: str  # "tensor" or "channel"
+    scales: Array  # float32 [1] (per tensor), [N] (per channel) or [ceil(N/br), ceil(K/bc)] (block)
+    granularity: str  # "tensor", "channel" or "block"
+    block: tuple[int, int] = (128, 128)  # (rows, columns) of one scale's block, for "block"
 
 
-def quantize_fp8(w: Array, per: str = "tensor", xp: ModuleType = np) -> FP8:
-    if per not in ("tensor", "channel"):
-        raise InputError(f"fp8 scale granularity {per!r} not supported; use 'tensor' or 'channel'")
+def _block_amax(w: Array, block: tuple[int, int], xp: ModuleType) -> Array:
+    """max |w| over each (br x bc) block, the last blocks partial: [ceil(N/br), ceil(K/bc)]."""
+    br, bc = block
+    N, K = w.shape
+    padded = xp.zeros((-(-N // br) * br, -(-K // bc) * bc), dtype=xp.float64)
+    padded[:N, :K] = xp.abs(w)
+    return padded.reshape(padded.shape[0] // br, br, padded.shape[1] // bc, bc).max(axis=(1, 3))
+
+
+def _expand_blocks(s: Array, shape: tuple[int, int], block: tuple[int, int], xp: ModuleType) -> Array:
+    return xp.repeat(xp.repeat(s, block[0], axis=0), block[1], axis=1)[: shape[0], : shape[1]]
+
+
+def quantize_fp8(w: Array, per: str = "tensor", xp: ModuleType = np, block: tuple[int, int] = (128, 128)) -> FP8:
+    """e4m3 codes with fp32 scales per tensor, per row ("channel"), or per (rows x columns) block: (128, 128) for
+    weights and (1, 128) for activations in the DeepSeek-V3 scheme."""
+    if per not in ("tensor", "channel", "block"):
+        raise InputError(f"fp8 scale granularity {per!r} not supported; use 'tensor', 'channel' or 'block'")
+    if per == "block" and (len(block) != 2 or min(block) < 1):
+        raise InputError(f"fp8 block must be two positive sizes (rows, columns), got {block!r}")
     w = _as2d(w, xp, "fp8 weight")
-    amax = xp.abs(w).max(axis=1) if per == "channel" else xp.abs(w).max().reshape(1)
+    if per == "block":
+        amax = _block_amax(w, block, xp)
+    else:
+        amax = xp.abs(w).max(axis=1) if per == "channel" else xp.abs(w).max().reshape(1)
     scale = xp.where(amax > 0, amax / E4M3_MAX, 1.0).astype(xp.float32)
     s = scale.astype(xp.float64)
+    if per == "block":
+        return FP8(encode_e4m3(w / _expand_blocks(s, w.shape, block, xp), xp), scale, per, tuple(block))
     return FP8(encode_e4m3(w / (s[:, None] if per == "channel" else s[0]), xp), scale, per)
 
 
 def dequantize_fp8(q: FP8, xp: ModuleType = np) -> Array:
     s = xp.asarray(q.scales).astype(xp.float64)
     vals = decode_e4m3(q.codes, xp)
+    if q.granularity == "block":
+        return vals * _expand_blocks(s, vals.shape, q.block, xp)
     return vals * (s[:, None] if q.granularity == "channel" else s[0])
 
 
@@ -254,3 +279,96 @@ def from_bf16_bits(bits: Array, xp: ModuleType = np) -> Array:
 def round_bf16(x: Array, xp: ModuleType = np) -> Array:
     """x rounded to the nearest bf16, as float64."""
     return from_bf16_bits(to_bf16_bits(x, xp), xp).astype(xp.float64)
+
+
+# ---------------------------------------------------------------- any format at any granularity (the error explorer)
+
+FORMAT_BITS: dict[str, int] = {"int4": 4, "int8": 8, "fp8": 8}  # fp8 = e4m3fn
+GRANULARITIES = ("tensor", "channel", "group", "block")  # block: size x size tiles of W (DeepSeek-V3: 128 x 128)
+GROUP_SIZES = (32, 64, 128, 256)
+SCALE_DTYPES = ("fp16", "bf16", "fp32")
+ZERO_STORAGE = ("int4", "int8", "fp16")  # how an asymmetric zero point is stored
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One way to quantize a weight: format, scale granularity (group/block size), symmetric or with a zero point."""
+
+    fmt: str  # one of FORMAT_BITS
+    granularity: str  # one of GRANULARITIES
+    size: int = 0  # G along K for "group", the tile side for "block"
+    symmetric: bool = True
+    zero: str = "none"  # one of ZERO_STORAGE when asymmetric
+    scale_dtype: str = "fp16"
+
+    def check(self) -> Choice:
+        if self.fmt not in FORMAT_BITS:
+            raise InputError(f"unknown format {self.fmt!r}; valid: {', '.join(FORMAT_BITS)}")
+        if self.granularity not in GRANULARITIES:
+            raise InputError(f"unknown granularity {self.granularity!r}; valid: {', '.join(GRANULARITIES)}")
+        if self.granularity in ("group", "block") and (isinstance(self.size, bool) or int(self.size) < 1):
+            raise InputError(f"{self.granularity} granularity needs a positive size, got {self.size!r}")
+        if self.scale_dtype not in SCALE_DTYPES:
+            raise InputError(f"unknown scale dtype {self.scale_dtype!r}; valid: {', '.join(SCALE_DTYPES)}")
+        if self.symmetric != (self.zero == "none"):
+            raise InputError(f"a symmetric choice stores no zero point and an asymmetric one stores it as one of "
+                             f"{', '.join(ZERO_STORAGE)}; got symmetric={self.symmetric}, zero={self.zero!r}")
+        if not self.symmetric and (self.fmt == "fp8" or self.zero not in ZERO_STORAGE):
+            raise InputError(f"zero points apply to int4/int8 only, stored as {', '.join(ZERO_STORAGE)}; got "
+                             f"{self.fmt} with zero={self.zero!r}")
+        return self
+
+
+def _units(w: Array, c: Choice, xp: ModuleType) -> tuple[Array, Any]:
+    """w as rows of one scale each ([units, elements]) and the function putting such rows back into w's shape."""
+    N, K = w.shape
+    if c.granularity == "tensor":
+        return w.reshape(1, N * K), lambda u: u.reshape(N, K)
+    if c.granularity == "channel":
+        return w, lambda u: u
+    b = int(c.size)
+    if c.granularity == "group":
+        if K % b:
+            raise InputError(f"K={K} is not divisible by the group size {b}; use a group size that divides K")
+        return w.reshape(N * (K // b), b), lambda u: u.reshape(N, K)
+    Np, Kp = -(-N // b) * b, -(-K // b) * b  # block: partial edge tiles padded with zeros
+    p = xp.zeros((Np, Kp), dtype=xp.float64)
+    p[:N, :K] = w
+    tiles = p.reshape(Np // b, b, Kp // b, b).transpose(0, 2, 1, 3).reshape(-1, b * b)
+    return tiles, lambda u: u.reshape(Np // b, Kp // b, b, b).transpose(0, 2, 1, 3).reshape(Np, Kp)[:N, :K]
+
+
+def _round_to(v: Array, dtype: str, xp: ModuleType) -> Array:
+    if dtype == "fp16":
+        return v.astype(xp.float16).astype(xp.float64)
+    if dtype == "bf16":
+        return round_bf16(v, xp)
+    return v.astype(xp.float32).astype(xp.float64)
+
+
+def fake_quantize(w: Array, choice: Choice, xp: ModuleType = np) -> Array:
+    """w quantized by `choice` and dequantized again (float64, w's shape). The arithmetic is that of the canonical
+    quantizers above: int4 groups asymmetric with a 4-bit zero and fp16 scales = quantize_w4, int8 per channel
+    symmetric = quantize_w8, fp8 per tensor / channel / block with fp32 scales = quantize_fp8 (tests check it)."""
+    c = choice.check()
+    w = _as2d(w, xp, "weight")
+    u, back = _units(w, c, xp)
+    bits = FORMAT_BITS[c.fmt]
+    if c.fmt == "fp8":
+        amax = xp.abs(u).max(axis=1, keepdims=True)
+        s = _round_to(xp.where(amax > 0, amax / E4M3_MAX, 1.0), c.scale_dtype, xp)
+        return back(decode_e4m3(encode_e4m3(u / s, xp), xp) * s)
+    if c.symmetric:
+        qmax = 2 ** (bits - 1) - 1
+        amax = xp.abs(u).max(axis=1, keepdims=True)
+        s = _round_to(xp.where(amax > 0, amax / qmax, 1.0), c.scale_dtype, xp)
+        return back(xp.clip(xp.rint(u / s), -qmax, qmax) * s)
+    levels = 2**bits - 1
+    lo = xp.minimum(u.min(axis=1, keepdims=True), 0.0)  # the range always holds 0, as in quantize_w4
+    hi = xp.maximum(u.max(axis=1, keepdims=True), 0.0)
+    s = _round_to(xp.where(hi - lo > 0, (hi - lo) / levels, 1.0), c.scale_dtype, xp)
+    if c.zero == "fp16":
+        z = (-lo / s).astype(xp.float16).astype(xp.float64)
+    else:
+        z = xp.clip(xp.rint(-lo / s), 0, 2 ** int(c.zero[3:]) - 1)
+    return back((xp.clip(xp.rint(u / s + z), 0, levels) - z) * s)

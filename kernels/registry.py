@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from models.errors import InputError, unknown
+from models.kernel_terms import KernelFacts
 
 PROVIDERS = (
     "kernels.gemv",  # GEMV-class kernels, batch 1-16 (and the chapter's reference kernels)
     "kernels.tensorcore",  # mma.sync GEMM kernels, batch 16-256
     "kernels.wgmma",  # wgmma GEMM kernels (sm_90a: H100 / H200 only), batch 1-256, preferred from 16
+    "kernels.wg_fp8_block",  # FP8 with 128x128 block scales (DeepSeek-V3 style), wgmma, sm_90a
     "kernels.peers",  # cuBLAS through CuPy, torch's kernels
 )
 
@@ -37,6 +39,7 @@ class KernelSpec:
     entry: str | None = None  # extern "C" __global__ name
     geometry: str = ""  # launch geometry in words (block, grid, split-K, ...)
     notes: str = ""  # e.g. "fp8 weights converted to fp16; e4m3 mma is emulated on sm_90"
+    facts: KernelFacts | None = None  # what the kernel-aware model needs (family, instruction path, tiles, dequant)
 
     def supports(self, M: int, cc: int | None = None) -> bool:
         return self.m_min <= M <= self.m_max and (cc is None or self.min_cc <= cc <= (self.max_cc or cc))
@@ -54,6 +57,7 @@ class Problem:
     nbytes: int  # device bytes of the inputs (for sizing the L2-cold rotation)
     ref: Any = None  # float64 reference y (M x N) from the *dequantized* weights, when asked for
     quant_error_rel: float = float("nan")  # quantization error, when a float weight was quantized
+    bytes: int = 0  # bytes the launch reads and writes: its input arrays and its output (what the profiler stores)
 
 
 class Runner(Protocol):
@@ -95,6 +99,11 @@ def specs(scheme: str | None = None, role: str | None = None) -> list[KernelSpec
     ]
 
 
+def facts() -> dict[str, KernelFacts]:
+    """Kernel name -> its declared KernelFacts, for every registered kernel that declares them."""
+    return {name: s.facts for name, s in _load_specs().items() if s.facts is not None}
+
+
 def get(name: str) -> KernelSpec:
     table = _load_specs()
     if name not in table:
@@ -102,12 +111,13 @@ def get(name: str) -> KernelSpec:
     return table[name]
 
 
-def runner(name: str) -> Runner:
-    """Instantiate the runner of a kernel (imports CuPy / torch as that runner needs)."""
+def runner(name: str, group_size: int | None = None) -> Runner:
+    """Instantiate the runner of a kernel (imports CuPy / torch as that runner needs); `group_size` (w4a16 kernels:
+    None for the scheme's default) is checked by the runner's `check`."""
     spec = get(name)
     module_name, _, func = spec.runner.partition(":")
     factory = getattr(importlib.import_module(module_name), func)
-    return factory(spec)
+    return factory(spec, group_size=group_size) if spec.scheme == "w4a16" and group_size else factory(spec)
 
 
 def check_batch(spec: KernelSpec, M: int) -> None:

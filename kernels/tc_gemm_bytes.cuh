@@ -103,18 +103,18 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
   }
 
 // The configurations a byte-GEMM instantiates (BM, BN, WM, WN, STAGES, KT), one set per variant, chosen at compile
-// time (NVRTC option -DTC_V2 / -DTC_V3 / -DTC_V4); kernels/tensorcore.py holds the same table (VARIANTS) and picks the
+// time (NVRTC option -DTC_WIDE / -DTC_WIDE_KSPLIT / -DTC_WIDE_SUMSCALE); kernels/tensorcore.py holds the same table (VARIANTS) and picks the
 // variant per M.
-#if defined(TC_V3) || defined(TC_V4)
-// v3 (v4 differs only in the w4a16 kernel): v2 with one more stage at BM = 16 and 64 (one CTA per SM).
+#if defined(TC_WIDE_KSPLIT) || defined(TC_WIDE_SUMSCALE)
+// wide-ksplit (wide-sumscale differs only in the w4a16 kernel): wide with one more stage at BM = 16 and 64 (one CTA per SM).
 #define TC_BYTES_ENTRIES(NAME, OP)                 \
   TC_BYTES_ENTRY(NAME, OP, 16, 128, 1, 8, 4, 256)  \
   TC_BYTES_ENTRY(NAME, OP, 32, 128, 2, 4, 4, 256)  \
   TC_BYTES_ENTRY(NAME, OP, 64, 128, 2, 4, 4, 256)  \
   TC_BYTES_ENTRY(NAME, OP, 128, 128, 2, 4, 3, 256) \
   TC_BYTES_ENTRY(NAME, OP, 256, 128, 4, 2, 4, 128)
-#elif defined(TC_V2)
-// v2: 8 warps, 256 bytes of K per barrier (BM <= 128), all of M = 256 in one CTA tile (weights streamed once).
+#elif defined(TC_WIDE)
+// wide: 8 warps, 256 bytes of K per barrier (BM <= 128), all of M = 256 in one CTA tile (weights streamed once).
 #define TC_BYTES_ENTRIES(NAME, OP)                 \
   TC_BYTES_ENTRY(NAME, OP, 16, 128, 1, 8, 3, 256)  \
   TC_BYTES_ENTRY(NAME, OP, 32, 128, 2, 4, 4, 256)  \
@@ -122,7 +122,7 @@ __device__ __forceinline__ void gemm_bytes(const unsigned char* __restrict__ A, 
   TC_BYTES_ENTRY(NAME, OP, 128, 128, 2, 4, 3, 256) \
   TC_BYTES_ENTRY(NAME, OP, 256, 128, 4, 2, 4, 128)
 #else
-// v1: the first, measured configuration: 4 warps, 128 bytes of K per barrier.
+// narrow: the first, measured configuration: 4 warps, 128 bytes of K per barrier.
 #define TC_BYTES_ENTRIES(NAME, OP)                 \
   TC_BYTES_ENTRY(NAME, OP, 16, 128, 1, 4, 4, 128)  \
   TC_BYTES_ENTRY(NAME, OP, 32, 128, 1, 4, 4, 128)  \

@@ -230,32 +230,32 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ A, 
     tc::gemm_w4a16<BM, WM, KW, STAGES, (EPI != 0)>(A, Bq, SZ, p, K);                                                 \
   }
 
-// (BM, WM, KW, STAGES, EPI) per variant, selected with -DTC_V2 / -DTC_V3 / -DTC_V4 (none: v1); the same table is
+// (BM, WM, KW, STAGES, EPI) per variant, selected with -DTC_WIDE / -DTC_WIDE_KSPLIT / -DTC_WIDE_SUMSCALE (none: narrow); the same table is
 // kernels/tensorcore.py's VARIANTS.
-#if defined(TC_V3)
-// v3: the scale on the fp32 sums per k-tile and the k-steps split over two warp groups at small M (twice the warps
+#if defined(TC_WIDE_KSPLIT)
+// wide-ksplit: the scale on the fp32 sums per k-tile and the k-steps split over two warp groups at small M (twice the warps
 // per SM for the same shared memory).
 TC_W4_ENTRY(16, 1, 2, 6, 1)
 TC_W4_ENTRY(32, 1, 2, 4, 1)
 TC_W4_ENTRY(64, 2, 1, 4, 0)
 TC_W4_ENTRY(128, 2, 1, 4, 0)
 TC_W4_ENTRY(256, 2, 1, 3, 0)
-#elif defined(TC_V4)
-// v4: as v3 without the k-split (one warp group), deeper pipelines, and BM = 64 with two k-split groups of 4 warps.
+#elif defined(TC_WIDE_SUMSCALE)
+// wide-sumscale: as wide-ksplit without the k-split (one warp group), deeper pipelines, and BM = 64 with two k-split groups of 4 warps.
 TC_W4_ENTRY(16, 1, 1, 8, 1)
 TC_W4_ENTRY(32, 1, 1, 6, 1)
 TC_W4_ENTRY(64, 1, 2, 4, 0)
 TC_W4_ENTRY(128, 2, 1, 4, 0)
 TC_W4_ENTRY(256, 2, 1, 3, 0)
-#elif defined(TC_V2)
-// v2: deeper pipelines at small M (more bytes in flight per CTA); 8 warps and all of M in one tile from M = 64.
+#elif defined(TC_WIDE)
+// wide: deeper pipelines at small M (more bytes in flight per CTA); 8 warps and all of M in one tile from M = 64.
 TC_W4_ENTRY(16, 1, 1, 8, 0)
 TC_W4_ENTRY(32, 1, 1, 6, 0)
 TC_W4_ENTRY(64, 2, 1, 4, 0)
 TC_W4_ENTRY(128, 2, 1, 4, 0)
 TC_W4_ENTRY(256, 2, 1, 3, 0)
 #else
-// v1: the first, measured configuration (4 warps, BM <= 64: M > 64 runs several m-tiles).
+// narrow: the first, measured configuration (4 warps, BM <= 64: M > 64 runs several m-tiles).
 TC_W4_ENTRY(16, 1, 1, 4, 0)
 TC_W4_ENTRY(32, 1, 1, 4, 0)
 TC_W4_ENTRY(64, 1, 1, 4, 0)

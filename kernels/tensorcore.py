@@ -19,17 +19,26 @@ CuPy is imported inside functions only.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from kernels import problems
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
+from models.kernel_terms import STREAM_K_CTAS, KernelFacts, m_tiles_from
+from models.schemes import SCHEME_PARAMS
 
-_GEOMETRY = ("BM x 128 outputs per CTA, BM and the variant (v1: 4 warps, 128-byte k-tiles; v2: 8 warps, 256-byte "
-             "k-tiles, all of M in one tile up to 256; v3/v4: v2 with a 4th stage at BM 16/64, w4a16 with the scale on "
-             "the fp32 sums and the k-steps split over 2 warp groups) chosen per M by tensorcore.SELECT; "
+W4_GROUP: int = SCHEME_PARAMS["w4a16"]["group_size"]  # the default group size (the only one the kernel's layout holds)
+# scheme -> (weights, activations) as the kernels read them (kernels.problems.Params)
+_PARAMS = {"bf16": ("bf16", "bf16"), "fp16": ("f16", "f16"), "w4a16": ("w4", "f16"), "w8a8": ("w8", "i8"),
+           "fp8": ("e4m3", "e4m3")}
+
+_GEOMETRY = ("BM x 128 outputs per CTA, BM and the variant (narrow: 4 warps, 128-byte k-tiles; wide: 8 warps, "
+             "256-byte k-tiles, all of M in one tile up to 256; wide-ksplit / wide-sumscale: wide with a 4th stage at "
+             "BM 16/64, w4a16 with the scale on the fp32 sums, with or without the k-steps split over 2 warp groups) "
+             "chosen per M by tensorcore.SELECT; "
              "{stages}-stage cp.async "
              "pipeline; persistent stream-K grid over (n-tile, k-tile) x m-tiles, split tiles summed through per-CTA "
              "slots by the CTA that completes them")
@@ -51,7 +60,7 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("tc_w4a16", "w4a16", "tc_gemm_w4a16.cu", "tc_gemm_w4a16",
           "int4 G=128 reordered offline (kernels.pack_tc), fp16 scale + fp16 zero per group (zero stored as fp16: "
           "4.25 bits/weight), 0x6400 dequant in registers; no L2 evict-first hint (see the .cu); fp16 x and y; "
-          "v1: BM <= 64 (M > 64 runs several m-tiles); v2: BM up to 256 with 8 warps"),
+          "narrow: BM <= 64 (M > 64 runs several m-tiles); wide: BM up to 256 with 8 warps"),
     _spec("tc_w8a8", "w8a8", "tc_gemm_w8a8.cu", "tc_gemm_w8a8",
           "mma.sync m16n8k32 s8 -> s32; fp32 per-channel x per-token rescale in the epilogue; fp16 output; "
           "activation quantization not timed"),
@@ -86,42 +95,45 @@ class Variant:
     w4_tiles: dict[int, Tile]  # w4a16 (tc_gemm_w4a16.cu)
 
 
-_V3_BYTES = {16: Tile(16, 8, 4, 256), 32: Tile(32, 8, 4, 256), 64: Tile(64, 8, 4, 256), 128: Tile(128, 8, 3, 256),
+_DEEP_BYTES = {16: Tile(16, 8, 4, 256), 32: Tile(32, 8, 4, 256), 64: Tile(64, 8, 4, 256), 128: Tile(128, 8, 3, 256),
              256: Tile(256, 8, 4, 128)}
 VARIANTS: dict[str, Variant] = {
     # the first, measured configuration: 4 warps, 128 bytes of K per barrier, w4a16 BM <= 64
-    "v1": Variant((), {16: Tile(16, 4, 4), 32: Tile(32, 4, 4), 64: Tile(64, 4, 4), 128: Tile(128, 4, 3)},
+    "narrow": Variant((), {16: Tile(16, 4, 4), 32: Tile(32, 4, 4), 64: Tile(64, 4, 4), 128: Tile(128, 4, 3)},
                   {16: Tile(16, 4, 4), 32: Tile(32, 4, 4), 64: Tile(64, 4, 4)}),
     # 8 warps, 256 bytes of K per barrier, M = 256 in one tile; w4a16: deeper pipelines, 8 warps from BM = 64
-    "v2": Variant(("-DTC_V2",),
+    "wide": Variant(("-DTC_WIDE",),
                   {16: Tile(16, 8, 3, 256), 32: Tile(32, 8, 4, 256), 64: Tile(64, 8, 3, 256),
                    128: Tile(128, 8, 3, 256), 256: Tile(256, 8, 4, 128)},
                   {16: Tile(16, 4, 8), 32: Tile(32, 4, 6), 64: Tile(64, 8, 4), 128: Tile(128, 8, 4),
                    256: Tile(256, 8, 3)}),
-    # v2 with one more stage at BM 16 and 64; w4a16: scale on the fp32 sums per k-tile and the k-steps split over
+    # wide with one more stage at BM 16 and 64; w4a16: scale on the fp32 sums per k-tile and the k-steps split over
     # two warp groups (8 warps) at BM <= 32
-    "v3": Variant(("-DTC_V3",), _V3_BYTES,
+    "wide-ksplit": Variant(("-DTC_WIDE_KSPLIT",), _DEEP_BYTES,
                   {16: Tile(16, 8, 6), 32: Tile(32, 8, 4), 64: Tile(64, 8, 4), 128: Tile(128, 8, 4),
                    256: Tile(256, 8, 3)}),
-    # v3's byte GEMMs; w4a16: scale on the sums without the k-split (4 warps, deeper pipelines) at BM <= 32, the
-    # k-split (two groups of 4 warps over the same 64 rows) at BM = 64
-    "v4": Variant(("-DTC_V4",), _V3_BYTES,
+    # wide-ksplit's byte GEMMs; w4a16: scale on the sums without the k-split (4 warps, deeper pipelines) at BM <= 32,
+    # the k-split (two groups of 4 warps over the same 64 rows) at BM = 64
+    "wide-sumscale": Variant(("-DTC_WIDE_SUMSCALE",), _DEEP_BYTES,
                   {16: Tile(16, 4, 8), 32: Tile(32, 4, 6), 64: Tile(64, 8, 4), 128: Tile(128, 8, 4),
                    256: Tile(256, 8, 3)}),
 }
 
 # The selection table: scheme -> ((largest M, variant), ...) in increasing M; edited from measurements only
-# (docs/kernels-tensorcore.md). A variant whose k-tile does not divide K falls back to v1.
-# H200 (bench/bench_tensorcore.py, 2026-12-02): the faster variant summed over 22016x4096 and 4096x11008; v3's extra
-# stage wins at BM = 16 for the byte GEMMs and loses at 64; w4a16: v2 below 16 rows, v3's k-split at 16, v4 at 32,
-# v2 (= v3 = v4 there) to 128, v1's four 64-row tiles at 256. fp8 was not re-measured with v3 (kept as before);
+# (docs/kernels-tensorcore.md). A variant whose k-tile does not divide K falls back to narrow.
+# (Development names, used in docs/kernels-tensorcore.md's history: v1 = narrow, v2 = wide, v3 = wide-ksplit,
+# v4 = wide-sumscale.)
+# H200 (bench/bench_tensorcore.py, 2026-12-02): the faster variant summed over 22016x4096 and 4096x11008; the extra
+# stage wins at BM = 16 for the byte GEMMs and loses at 64; w4a16: wide below 16 rows, the k-split at 16, the scale on
+# the sums at 32, wide (= the others there) to 128, narrow's four 64-row tiles at 256. fp8 was not re-measured with
+# wide-ksplit (kept as before);
 # fp16 shares bf16's mainloop and follows bf16's choice (unmeasured).
 SELECT: dict[str, tuple[tuple[int, str], ...]] = {
-    "bf16": ((16, "v3"), (256, "v2")),
-    "fp16": ((16, "v3"), (256, "v2")),
-    "w4a16": ((8, "v2"), (16, "v3"), (32, "v4"), (128, "v2"), (256, "v1")),
-    "w8a8": ((16, "v3"), (128, "v2"), (256, "v1")),
-    "fp8": ((32, "v1"), (256, "v2")),
+    "bf16": ((16, "wide-ksplit"), (256, "wide")),
+    "fp16": ((16, "wide-ksplit"), (256, "wide")),
+    "w4a16": ((8, "wide"), (16, "wide-ksplit"), (32, "wide-sumscale"), (128, "wide"), (256, "narrow")),
+    "w8a8": ((16, "wide-ksplit"), (128, "wide"), (256, "narrow")),
+    "fp8": ((32, "narrow"), (256, "wide")),
 }
 
 
@@ -133,7 +145,7 @@ class TileConfig:
     smem_bytes: int  # dynamic shared memory per CTA
     threads: int = 128
     kt: int = 128
-    variant: str = "v1"
+    variant: str = "narrow"
     bn: int = BN  # output channels per CTA tile
 
 
@@ -142,10 +154,10 @@ def _k_bytes(scheme: str, K: int) -> int:
 
 
 def select_variant(scheme: str, M: int, K: int | None = None) -> str:
-    """The variant SELECT names for batch M; v1 when the variant's k-tile does not divide K."""
+    """The variant SELECT names for batch M; narrow when the variant's k-tile does not divide K."""
     name = next((v for m_max, v in SELECT[scheme] if M <= m_max), SELECT[scheme][-1][1])
     if K is not None and scheme != "w4a16" and _k_bytes(scheme, K) % _tile(scheme, M, name).kt:
-        return "v1"
+        return "narrow"
     return name
 
 
@@ -190,12 +202,14 @@ class TensorCoreRunner:
     follows the SELECT table.
     """
 
-    def __init__(self, spec: KernelSpec, per_sm: int | None = None, variant: str | None = None):
+    def __init__(self, spec: KernelSpec, per_sm: int | None = None, variant: str | None = None,
+                 group_size: int | None = None):
         if variant is not None and variant not in VARIANTS:
             raise InputError(f"unknown tensor-core variant {variant!r}; known: {', '.join(VARIANTS)}")
         self.spec = spec
         self.per_sm = per_sm
         self.variant = variant
+        self.group_size = (group_size or W4_GROUP) if spec.scheme == "w4a16" else 0
         self._kernels: dict[object, Any] = {}  # compiled functions, keyed by what names the instance
 
     # -- geometry
@@ -228,76 +242,48 @@ class TensorCoreRunner:
     # -- Runner protocol
     def check(self, M: int, N: int, K: int) -> None:
         check_shape(self.spec, M, N, K, self.variant)
+        if self.group_size and self.group_size != W4_GROUP:
+            from kernels import pack_tc
+
+            pack_tc.check_tc_w4_shape(N, K, self.group_size)
+
+    def params(self) -> problems.Params:
+        """The problem this kernel reads (kernels.problems): weights and activations per scheme, per-channel and
+        per-token scales."""
+        weight, act = _PARAMS[self.spec.scheme]
+        return problems.Params(self.spec.scheme, weight, act, group_size=self.group_size)
+
+    def compile_jobs(self, M: int, N: int, K: int) -> list[tuple[str, str, str, tuple[str, ...]]]:
+        from kernels import build
+
+        cfg = self.config(M, K)
+        if cfg.variant not in VARIANTS:  # a subclass with its own kernels (and its own compile path)
+            return []
+        return [(self.spec.source, f"{self.spec.entry}_m{cfg.bm}", build.device_arch(),
+                 VARIANTS[cfg.variant].options)]
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         import cupy
-
-        from kernels import quant
-        from kernels import reference as ref_mod
 
         self.check(M, N, K)
         scheme = self.spec.scheme
         cfg = self.config(M, K)
         fn = self._kernel(cfg)
-        rs = cupy.random.RandomState(seed)
-        x = rs.standard_normal((M, K), dtype=cupy.float32)
-        arrays: dict[str, Any] = {}
-        ref = None
-        qerr = float("nan")
-        if scheme in ("bf16", "fp16"):
-            w = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
-            if scheme == "bf16":
-                arrays["x"], arrays["w"] = quant.to_bf16_bits(x, cupy), quant.to_bf16_bits(w, cupy)
-                xk = quant.from_bf16_bits(arrays["x"], cupy)
-                wk = quant.from_bf16_bits(arrays["w"], cupy)
-            else:
-                arrays["x"], arrays["w"] = x.astype(cupy.float16), w.astype(cupy.float16)
-                xk, wk = arrays["x"], arrays["w"]
-            if reference:
-                ref = ref_mod.matmul_t(xk, wk, cupy)
-        elif scheme == "w4a16":
+        inputs = problems.make_inputs(self.params(), M, N, K, seed=seed, reference=reference)
+        arrays: dict[str, Any] = {"x": inputs.x[0]}
+        if scheme == "w4a16":
             from kernels import pack_tc
 
-            if reference:
-                wf = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
-                q = quant.quantize_w4(wf, 128, cupy)
-            else:
-                q = quant.random_w4(N, K, 128, seed, cupy)
-            packed = pack_tc.pack_w4(q, cupy)
-            arrays["x"] = x.astype(cupy.float16)
+            packed = pack_tc.pack_w4(inputs.w, cupy)
             arrays["w"], arrays["sz"] = packed.words, packed.scale_zero
-            if reference:
-                ref = ref_mod.reference_dequant(arrays["x"], "w4a16", q, cupy)
-                qerr = ref_mod.rel_error(ref, ref_mod.matmul_t(arrays["x"], wf, cupy), cupy)
-        elif scheme == "w8a8":
-            if reference:
-                wf = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
-                qw = quant.quantize_w8(wf, cupy)
-            else:
-                qw = quant.random_w8(N, K, seed, cupy)
-            xq, xs = quant.quantize_act_int8(x, cupy)
-            arrays["x"], arrays["w"] = xq, qw.codes
-            arrays["sa"], arrays["sb"] = xs.astype(cupy.float32), qw.scales.astype(cupy.float32)
-            if reference:
-                ref = ref_mod.matmul_t(quant.dequantize_act_int8(xq, xs, cupy), quant.dequantize_w8(qw, cupy), cupy)
-                qerr = ref_mod.rel_error(ref, ref_mod.matmul_t(x, wf, cupy), cupy)
-        elif scheme == "fp8":
-            if reference:
-                wf = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
-                qw = quant.quantize_fp8(wf, "channel", cupy)
-            else:
-                qw = quant.random_fp8(N, K, "channel", seed, cupy)
-            qx = quant.quantize_fp8(x, "channel", cupy)  # one scale per row of x: per token
-            arrays["x"], arrays["w"] = qx.codes, qw.codes
-            arrays["sa"] = qx.scales.astype(cupy.float32)
-            arrays["sb"] = cupy.broadcast_to(qw.scales.astype(cupy.float32), (N,)).copy()
-            if reference:
-                ref = ref_mod.matmul_t(quant.dequantize_fp8(qx, cupy), quant.dequantize_fp8(qw, cupy), cupy)
-                qerr = ref_mod.rel_error(ref, ref_mod.matmul_t(x, wf, cupy), cupy)
+        elif scheme in ("w8a8", "fp8"):
+            arrays["w"] = inputs.w.codes
+            arrays["sa"] = inputs.x[1]
+            sb = inputs.w.scales
+            arrays["sb"] = sb if sb.dtype == cupy.float32 else sb.astype(cupy.float32)
         else:
-            raise InputError(f"no tensor-core kernel for scheme {scheme!r}")
-
-        nbytes = sum(int(a.nbytes) for a in arrays.values())
+            arrays["w"] = inputs.w
+        nbytes = problems.bytes_read(*arrays.values())
         out_dtype = cupy.uint16 if scheme == "bf16" else cupy.float16
         out = cupy.empty((M, N), dtype=out_dtype)
         tiles_n = N // cfg.bn
@@ -307,11 +293,12 @@ class TensorCoreRunner:
             arrays["sa"] = arrays["sb"] = cupy.ones(1, dtype=cupy.float32)  # unused by the kernel
         ctas = grid_ctas(tiles_n, ktiles, cfg.m_tiles, *self._sms_and_per_sm(fn, cfg))
         # split-K slots (finish_tile in tc_common.cuh): two per CTA of one CTA tile's sums, twice that for w4a16,
-        # whose k-split warp groups (v3/v4) hold a tile each; overwritten before they are read, never zeroed
+        # whose k-split warp groups (wide-ksplit / wide-sumscale) hold a tile each; overwritten before they are read,
+        # never zeroed
         slot = cfg.bm * cfg.bn * (2 if scheme == "w4a16" else 1)
         arrays["ws"] = cupy.empty(cfg.m_tiles * ctas * 2 * slot, dtype=cupy.uint32)
-        ref_host = cupy.asnumpy(ref) if ref is not None else None
-        problem = Problem(M, N, K, arrays, out, nbytes, ref_host, qerr)
+        problem = Problem(M, N, K, arrays, out, nbytes, inputs.ref, inputs.quant_error_rel,
+                          nbytes + problems.bytes_read(out))
         # launch geometry rides on the problem (not in `arrays`, which holds device arrays only)
         problem.tc_launch = ((ctas, cfg.m_tiles), (cfg.threads,), cfg.smem_bytes)
         problem.tc_config = cfg
@@ -350,5 +337,16 @@ class TensorCoreRunner:
         return y.astype(np.float64)
 
 
-def make_runner(spec: KernelSpec, per_sm: int | None = None, variant: str | None = None) -> TensorCoreRunner:
-    return TensorCoreRunner(spec, per_sm, variant)
+def make_runner(spec: KernelSpec, per_sm: int | None = None, variant: str | None = None,
+                group_size: int | None = None) -> TensorCoreRunner:
+    return TensorCoreRunner(spec, per_sm, variant, group_size)
+
+
+# What the kernel-aware model needs (models.kernel_terms): the mma.sync instruction each scheme issues (fp8 and w4a16
+# convert to f16 first), the batch tile per M from SELECT, BN channels per tile.
+_PATH = {"bf16": ("mma_sync_bf16", "none"), "fp16": ("mma_sync_f16", "none"), "w4a16": ("mma_sync_f16", "w4"),
+         "w8a8": ("mma_sync_s8", "none"), "fp8": ("mma_sync_f16", "e4m3")}
+SPECS = tuple(replace(s, facts=KernelFacts("mma_sync", _PATH[s.scheme][0], _PATH[s.scheme][1],
+                                           m_tiles_from(lambda M, s=s: tile_config(s.scheme, M).bm), BN,
+                                           stream_k_ctas=STREAM_K_CTAS))
+              for s in SPECS)

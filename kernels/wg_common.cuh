@@ -11,30 +11,6 @@ using splitk::acc_bits;
 using splitk::ld_v4;
 using splitk::st_v4;
 using splitk::StreamK;
-// Timing experiments only (bench_tensorcore.py --wg-options=-DWG_SKIP_...; never set by the registry): each switch
-// leaves one part of the work out of the cp.async and W4A16 kernels, so the output is wrong on purpose and the change
-// in time is that part's share (docs/kernels-wgmma.md, "what limits them").
-#ifdef WG_SKIP_MMA
-constexpr bool SKIP_MMA = true;  // no wgmma issued
-#else
-constexpr bool SKIP_MMA = false;
-#endif
-#ifdef WG_SKIP_W
-constexpr bool SKIP_W = true;  // the weights are not copied (the tensor cores read stale shared memory)
-#else
-constexpr bool SKIP_W = false;
-#endif
-#ifdef WG_SKIP_FIXUP
-constexpr bool SKIP_FIXUP = true;  // split tiles are dropped instead of summed through the workspace
-#else
-constexpr bool SKIP_FIXUP = false;
-#endif
-#ifdef WG_SKIP_DEQUANT
-constexpr bool SKIP_DEQUANT = true;  // W4A16: the code words go to the tensor cores as they are
-#else
-constexpr bool SKIP_DEQUANT = false;
-#endif
-
 struct Params {
   void* out;
   void* ws;
@@ -204,7 +180,6 @@ __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2],
                                             const StreamK& sk) {
   using Acc = typename Op::Acc;
   constexpr int PER = MB * BM / 2, SLOT = NT * PER;  // accumulators per thread, words per slot
-  if (SKIP_FIXUP && !(k0 == 0 && k1 == ktiles)) return;
   if (k0 == 0 && k1 == ktiles) {
     for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc v) { Op::store(p, m, n, v); });
     return;

@@ -43,7 +43,7 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
     auto load_stage = [&](int stage, int kt) {
       const unsigned s = sbase + stage * STAGE;
       const long long kb = static_cast<long long>(kt) * KT;
-      if (!SKIP_W) load_tile<BW, KT, NT, false>(s, Wt, BW, k_bytes, kb);
+      load_tile<BW, KT, NT, false>(s, Wt, BW, k_bytes, kb);
       load_tile<BM, KT, NT, true>(s + W_BYTES, Xt, p.M - m0, k_bytes, kb);
     };
 
@@ -68,9 +68,7 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
 #pragma unroll
       for (int ks = 0; ks < NSTEP; ++ks) {  // k-step ks: atom ks / 4, bytes 32 (ks % 4) of its rows
         const unsigned k_off = (ks & 3) * 32;
-        if (!SKIP_MMA)
-          Mma::run(acc[0], descriptor(sw + (ks >> 2) * BW * 128 + k_off),
-                   descriptor(sx + (ks >> 2) * BM * 128 + k_off));
+        Mma::run(acc[0], descriptor(sw + (ks >> 2) * BW * 128 + k_off), descriptor(sx + (ks >> 2) * BM * 128 + k_off));
       }
       wgmma_commit();
       wgmma_wait<1>();

@@ -122,11 +122,11 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
         const int s = iter % STAGES, nt = it / ktiles, kt = it % ktiles;
         const unsigned st = sbase + s * STAGE, bar = smem_addr(&full[s]);
         mbar_wait(smem_addr(&empty[s]), ((iter / STAGES) & 1) ^ 1);
-        mbar_expect_tx(bar, X_BYTES + (SKIP_W ? 0 : NB * (W4_BLOCK + W4_SCALES)));
+        mbar_expect_tx(bar, X_BYTES + NB * (W4_BLOCK + W4_SCALES));
         tma_load_2d(st, map_x, kt * 256, m0, bar);
         tma_load_2d(st + BM * 128, map_x, kt * 256 + 128, m0, bar);
 #pragma unroll
-        for (int b = 0; b < (SKIP_W ? 0 : NB); ++b) {
+        for (int b = 0; b < NB; ++b) {
           const long long blk = static_cast<long long>(nt * NB + b) * ktiles + kt;
           bulk_load(st + X_BYTES + b * W4_BLOCK, Wq + blk * W4_BLOCK, W4_BLOCK, bar);
           bulk_load(st + X_BYTES + NB * W4_BLOCK + b * W4_SCALES, SZ + blk * W4_SCALES, W4_SCALES, bar);
@@ -180,11 +180,6 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
             dequant_step(np0 ? qv.w : qv.z, gs, 0, f[2 * h + 1]);
           }
         }
-        if (SKIP_DEQUANT) {
-          const uint4 qv = codes[gi * 32];
-#pragma unroll
-          for (int m = 0; m < 4; ++m) f[m][0] = qv.x, f[m][1] = qv.y, f[m][2] = qv.z, f[m][3] = qv.w;
-        }
         fence_regs(f);
 #pragma unroll
         for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
@@ -193,7 +188,7 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
         for (int m = 0; m < 4; ++m) {
           const int ks = MB == 2 ? 2 * gi + (m >> 1) : 4 * gi + m;  // x bytes 32 ks: atom ks / 4, offset 32 (ks % 4)
           const unsigned long long dx = descriptor(st + (ks >> 2) * BM * 128 + (ks & 3) * 32);
-          if (!SKIP_MMA) Mma::run(acc[MB == 2 ? (m & 1) : 0], f[m][0], f[m][1], f[m][2], f[m][3], dx);
+          Mma::run(acc[MB == 2 ? (m & 1) : 0], f[m][0], f[m][1], f[m][2], f[m][3], dx);
         }
         wgmma_commit();
       }

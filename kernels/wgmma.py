@@ -19,15 +19,16 @@ CuPy is imported inside functions only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
 import numpy as np
 
 from kernels.registry import KernelSpec, Problem, check_batch
-from kernels.tensorcore import _LAYOUT, TensorCoreRunner, TileConfig
+from kernels.tensorcore import _LAYOUT, W4_GROUP, TensorCoreRunner, TileConfig
 from models.errors import InputError
+from models.kernel_terms import STREAM_K_CTAS, KernelFacts, m_tiles_from
 
 _GEOMETRY = ("wgmma m64nBMk16/k32 with the weights as A: 64*WG channels x BM batch rows per CTA (BM = 16..256, the "
              "smallest holding M), WG warpgroups, STAGES-deep cp.async pipeline of KT-byte k-tiles in the 128-byte "
@@ -105,10 +106,13 @@ class WgmmaRunner(TensorCoreRunner):
     """Runner for one wgmma kernel; `tile` forces one WgTile at every M (benchmarks), None follows WG_TILES."""
 
     def __init__(self, spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None = None,
-                 options: tuple[str, ...] = ()):
-        super().__init__(spec, per_sm, None)
+                 options: tuple[str, ...] = (), group_size: int | None = None):
+        super().__init__(spec, per_sm, None, group_size)
         self.tile = tile
         self.options = options
+
+    def compile_jobs(self, M: int, N: int, K: int) -> list[tuple[str, str, str, tuple[str, ...]]]:
+        return [(self.spec.source, self._expression(self.config(M, K)), "sm_90a", self.options)]
 
     def config(self, M: int, K: int) -> TileConfig:
         return tile_config(M, self.tile)
@@ -240,6 +244,10 @@ class WgW4Runner(WgmmaRunner):
         if N <= 0 or K <= 0 or N % cfg.bn or K % 128:
             raise InputError(f"kernel {self.spec.name} needs N a multiple of {cfg.bn} and K a multiple of 128, "
                              f"got N={N}, K={K}")
+        if self.group_size != W4_GROUP:
+            from kernels import pack_tc
+
+            pack_tc.check_tc_w4_shape(N, K, self.group_size)
 
     def _expression(self, cfg: TileConfig) -> str:
         wgs = (cfg.threads - 32) // 128
@@ -263,7 +271,17 @@ class WgW4Runner(WgmmaRunner):
 
 
 def make_runner(spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None = None,
-                options: tuple[str, ...] = ()) -> WgmmaRunner:
+                options: tuple[str, ...] = (), group_size: int | None = None) -> WgmmaRunner:
     if spec.scheme == "w4a16":
-        return WgW4Runner(spec, per_sm, tile, options)
-    return WgmmaRunner(spec, per_sm, tile, options)
+        return WgW4Runner(spec, per_sm, tile, options, group_size)
+    return WgmmaRunner(spec, per_sm, tile, options, group_size)
+
+
+# What the kernel-aware model needs (models.kernel_terms): the wgmma instruction each kernel issues, the batch tile per
+# M (WG_TILES, W4_TILES: M > 128 runs 128-row m-tiles), 128 channels per CTA in every registered tile.
+_PATH = {"wg_bf16": "wgmma_bf16", "wg_fp16": "wgmma_f16", "wg_w8a8": "wgmma_s8", "wg_fp8": "wgmma_e4m3",
+         "wg_w4a16": "wgmma_f16"}
+SPECS = tuple(replace(s, facts=KernelFacts(
+    "wgmma", _PATH[s.name], "w4" if s.scheme == "w4a16" else "none",
+    m_tiles_from(lambda M: next((b for b in sorted(W4_TILES) if M <= b), max(W4_TILES))) if s.scheme == "w4a16"
+    else m_tiles_from(batch_tile), 128, stream_k_ctas=STREAM_K_CTAS)) for s in SPECS)

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from models.errors import InputError, unknown
+from models.paths import data_dir
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DATA_DIR = data_dir()
 GPUS_TOML = DATA_DIR / "gpus.toml"
 
 # Equals workbench.schema.SCHEMA_VERSION (a test checks it); models must not import from workbench (a layer above).
@@ -204,6 +205,7 @@ class Calibration:
     mem_clock_hz: float = float("nan")
     path: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
+    read_curve: dict[str, list] = field(default_factory=dict)  # L2-cold read time vs bytes and CTAs (microbench)
 
     def _get(self, name: str) -> float:
         value = self.ceilings.get(name)
@@ -257,6 +259,10 @@ def parse_calibration(data: dict[str, Any], path: str = "") -> Calibration:
     if not key:
         raise InputError(f"{where}: neither gpu_key nor gpu_name is set")
     mem = data.get("mem_clock_hz")
+    curve = data.get("read_curve") or {}
+    if curve and (not isinstance(curve, dict) or not all(isinstance(curve.get(k), list) for k in ("bytes", "time_s"))
+                  or len(curve["bytes"]) != len(curve["time_s"])):
+        raise InputError(f"{where}: read_curve must hold equally long lists 'bytes' and 'time_s'")
     return Calibration(
         gpu_key=key,
         gpu_name=name,
@@ -268,6 +274,7 @@ def parse_calibration(data: dict[str, Any], path: str = "") -> Calibration:
         mem_clock_hz=float(mem) if isinstance(mem, (int, float)) and not isinstance(mem, bool) else float("nan"),
         path=path,
         environment=dict(data.get("environment") or {}),
+        read_curve=dict(curve),
     )
 
 

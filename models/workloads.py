@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from models.errors import InputError, unknown
+from models.paths import data_dir
 
-WORKLOADS_TOML = Path(__file__).resolve().parents[1] / "data" / "workloads.toml"
+WORKLOADS_TOML = data_dir() / "workloads.toml"
 _SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
 

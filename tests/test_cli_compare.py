@@ -65,7 +65,7 @@ def test_export_other_tables_and_rollup(data_dir, tmp_path):
     assert main(["export", str(out), "--data", str(data_dir), "--table", "crossovers"]) == 0
     assert pd.read_csv(out)["crossover_measured"].tolist() == [128]
     assert main(["export", str(out), "--data", str(data_dir), "--table", "errors"]) == 0
-    assert set(pd.read_csv(out)["tier"]) == {"datasheet", "calibrated", "floor"}
+    assert set(pd.read_csv(out)["tier"]) == {"datasheet", "calibrated", "floor", "kernel"}
     assert main(["export", str(out), "--data", str(data_dir), "--rollup", "chapter-4096", "--scheme", "bf16"]) == 0
     roll = pd.read_csv(out)
     assert list(roll.columns) == list(ROLLUP_COLUMNS) and sorted(roll["M"]) == [1, 4, 32, 128]

@@ -76,27 +76,30 @@ def test_select_table_names_known_variants_and_falls_back_on_k():
     for table in tensorcore.SELECT.values():
         assert [m for m, _ in table] == sorted(m for m, _ in table) and table[-1][0] >= 256
         assert all(v in tensorcore.VARIANTS for _, v in table)
-    # v2's 256-byte k-tiles need K * element bytes divisible by 256; 4160 bf16 = 8320 bytes is not
-    if tensorcore.select_variant("bf16", 16) == "v2":
-        assert tensorcore.select_variant("bf16", 16, K=4160) == "v1"
-        assert tensorcore.select_variant("bf16", 16, K=4096) == "v2"
+    # 256-byte k-tiles need K * element bytes divisible by 256; 4160 bf16 = 8320 bytes is not
+    chosen = tensorcore.select_variant("bf16", 16)
+    if tensorcore.tile_config("bf16", 16, chosen).kt == 256:
+        assert tensorcore.select_variant("bf16", 16, K=4160) == "narrow"
+        assert tensorcore.select_variant("bf16", 16, K=4096) == chosen
     with pytest.raises(InputError):
         tensorcore.tile_config("bf16", 16, "v9")
 
 
 def _cu_tables(name: str, macro: str) -> dict[str, list[tuple[int, ...]]]:
-    """Entry tables of a .cu / .cuh per variant, from its #if defined(TC_Vn) [|| ...] / #elif / #else (= v1) chain."""
+    """Entry tables of a .cu / .cuh per variant, from its #if defined(TC_X) [|| ...] / #elif / #else chain (the macro
+    of each variant is its NVRTC option -DTC_X; #else is the variant without options)."""
+    by_macro = {opt[2:]: name for name, v in tensorcore.VARIANTS.items() for opt in v.options}
+    plain = next(name for name, v in tensorcore.VARIANTS.items() if not v.options)
     text = (Path(tensorcore.__file__).parent / name).read_text()
-    lines = text[text.index("#if defined(TC_V"):].splitlines()
+    lines = text[text.index("#if defined(TC_"):].splitlines()
     tables: dict[str, list[tuple[int, ...]]] = {}
     current: list[str] = []
     for raw in lines:
         line = raw.strip()
-        if line.startswith(("#if defined(TC_V", "#elif defined(TC_V")):
-            current = re.findall(r"TC_(V\d+)", line)
-            current = [v.lower() for v in current]
+        if line.startswith(("#if defined(TC_", "#elif defined(TC_")):
+            current = [by_macro[m] for m in re.findall(r"defined\((TC_\w+)\)", line)]
         elif line.startswith("#else"):
-            current = ["v1"]
+            current = [plain]
         elif line.startswith("#endif"):
             break
         elif line.startswith(macro + "("):
@@ -119,7 +122,7 @@ def test_python_variant_table_matches_the_cuda_entries():
             (t.bm, t.warps, t.stages) for t in var.w4_tiles.values())
 
 
-@pytest.mark.parametrize("variant", [v for v in tensorcore.VARIANTS if v != "v1"])
+@pytest.mark.parametrize("variant", [v for v, var in tensorcore.VARIANTS.items() if var.options])
 @pytest.mark.parametrize("source", ["tc_gemm_f16.cu", "tc_gemm_w8a8.cu", "tc_gemm_fp8.cu", "tc_gemm_w4a16.cu"])
 def test_variant_entries_compile(source, variant):
     from kernels import compile_check

@@ -2,7 +2,9 @@
 
 Read-only stream (16-byte loads, 2 GiB), copy, L2 read (a footprint of a quarter of the L2, looped), the launch floor
 (empty kernel back to back, and replayed in a CUDA graph), FP32 FMA, mma.sync f16/bf16/s8 (and e4m3, emulated on
-sm_90), plus cuBLAS fp16 matmul through CuPy as a cross-check. Each ceiling is the median of back-to-back launches
+sm_90), plus cuBLAS fp16 matmul through CuPy as a cross-check; and the kernel-aware model's microbenchmarks
+(workbench.microbench): the L2-cold read curve (time against bytes and CTAs), the dequantization issue rates and the
+library (torch/cuBLAS) tensor peaks per precision. Each ceiling is the median of back-to-back launches
 between CUDA events, with NVML clocks sampled throughout; stored as data/calibration/<gpu>-<uuid8>.json.
 """
 
@@ -16,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench import store
+from workbench import microbench, store
 from workbench.environment import Environment, detect, require_gpu
 from workbench.nvml import NvmlSampler
 from workbench.schema import SCHEMA_VERSION
@@ -137,6 +139,32 @@ def _cublas_ceiling(timer: CudaTimer, rng: Any, size: int = 8192) -> Ceiling:
     return Ceiling("cublas_fp16_flops", 2.0 * size**3 / t, sp, f"cupy.matmul fp16 {size}^3, random normal")
 
 
+def _model_ceilings(mod: Any, has_fp8: bool, env: Environment, timer: CudaTimer, sink: Any,
+                    log: Callable[[str], None]) -> list[Ceiling]:
+    rates = microbench.dequant_rates(mod, mod if has_fp8 else None, env.sm_count, timer, sink, _time)
+    rates.update(microbench.library_peaks(env.cc, log))
+    return [Ceiling(k, v, sp, how) for k, (v, sp, how) in rates.items()]
+
+
+def measure_read_curve(env: Environment, timer: CudaTimer, log: Callable[[str], None] = print) -> dict[str, list]:
+    """The L2-cold read curve (workbench.microbench.read_curve) as columns for the calibration JSON."""
+    import cupy as cp
+
+    mod, _ = _module(env.cc, log)
+    pool = cp.random.default_rng(99).integers(0, 2**31 - 1, size=READ_BYTES // 4, dtype=cp.int32)
+    usink = cp.zeros(4, dtype=cp.uint32)
+    with timer:
+        points = microbench.read_curve(mod, env.sm_count, env.l2_bytes, pool, timer, usink, _time)
+    del pool
+    cp.get_default_memory_pool().free_all_blocks()
+    sizes, best, ctas = microbench.best_curve(points)
+    for v, t, g in zip(sizes, best, ctas, strict=True):
+        log(f"  read {v / 1e6:>10.3f} MB  {t * 1e6:8.2f} us  {v / t / 1e9:7.0f} GB/s  (grid {g})")
+    return {"bytes": [p.bytes for p in points], "ctas": [p.ctas for p in points],
+            "time_s": [p.time_s for p in points], "spread_rel": [p.spread_rel for p in points],
+            "l2_cold": [p.l2_cold for p in points]}
+
+
 def measure_ceilings(env: Environment, timer: CudaTimer, log: Callable[[str], None] = print) -> list[Ceiling]:
     """Every ceiling of CALIBRATION_CEILINGS that this GPU has, in SI units."""
     import cupy as cp
@@ -148,10 +176,11 @@ def measure_ceilings(env: Environment, timer: CudaTimer, log: Callable[[str], No
     out: list[Ceiling] = []
     with timer:
         for group in (lambda: _stream_ceilings(mod, env, timer, rng, usink), lambda: _launch_ceilings(mod, timer),
-                      lambda: _compute_ceilings(mod, env, timer, has_fp8, sink), lambda: [_cublas_ceiling(timer, rng)]):
+                      lambda: _compute_ceilings(mod, env, timer, has_fp8, sink), lambda: [_cublas_ceiling(timer, rng)],
+                      lambda: _model_ceilings(mod, has_fp8, env, timer, sink, log)):
             for c in group():
                 out.append(c)
-                log(f"  {c.key:<22} {c.value:.4g}  (spread {c.spread_rel:.2%}; {c.detail})")
+                log(f"  {c.key:<28} {c.value:.4g}  (spread {c.spread_rel:.2%}; {c.detail})")
             cp.get_default_memory_pool().free_all_blocks()
     return out
 
@@ -174,6 +203,7 @@ def calibrate(out_dir: str | Path, env: Environment | None = None, log: Callable
     sampler = NvmlSampler(uuid=env.gpu_uuid or None, interval_s=0.01)
     with sampler, sampler.window() as window:
         ceilings = measure_ceilings(env, timer, log)
+        read_curve = measure_read_curve(env, timer, log)
     if sampler.warning:
         log(f"note: {sampler.warning}")
     clocks = window.summary
@@ -198,6 +228,7 @@ def calibrate(out_dir: str | Path, env: Environment | None = None, log: Callable
         "environment": env.columns(),
         "ceilings": values,
         "details": {c.key: {"spread_rel": c.spread_rel, "how": c.detail} for c in ceilings},
+        "read_curve": read_curve,
     }
     path = store.write_calibration(out_dir, doc)
     log(f"wrote {path} (SM clock {clocks.sm_clock_median_hz / 1e6:.0f} MHz median, {clocks.n_samples} NVML samples)")

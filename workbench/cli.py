@@ -19,6 +19,8 @@ COMMAND_MODULES = (
     "workbench.cli_profile",
     "workbench.cli_compare",
     "workbench.cli_serve",
+    "workbench.cli_quant_recommend",
+    "workbench.cli_model",
 )
 
 

@@ -24,13 +24,18 @@ from workbench.format import (
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_SHAPE = "22016x4096"
-BOUND_COL = {"datasheet": "bound_datasheet", "calibrated": "bound_calibrated", "floor": "bound_calibrated"}
+BOUND_COL = {"datasheet": "bound_datasheet", "calibrated": "bound_calibrated", "floor": "bound_calibrated",
+             "kernel": "bound_kernel"}
+CEILING_COL = {"datasheet": "compute_unit_used", "calibrated": "compute_unit_calibrated",
+               "floor": "compute_unit_calibrated", "kernel": "kernel_predicted"}
 POINT_CSV_COLUMNS = (
     "gpu", "scheme", "layer", "M", "N", "K", "group_size", "weight_bytes", "scale_bytes", "act_bytes", "out_bytes",
     "bytes", "flops", "intensity", "compute_unit_used", "bandwidth_bytes_per_s", "peak_flops_per_s", "ridge",
     "t_memory_s", "t_compute_s", "time_datasheet_s", "bound_datasheet", "attainable_flops", "t_dequant_s",
     "compute_unit_calibrated", "bandwidth_calibrated", "peak_calibrated", "time_calibrated_s", "bound_calibrated",
-    "floor_s", "time_floor_s", "time_s", "achieved_bytes_per_s", "baseline",
+    "floor_s", "time_floor_s", "time_kernel_s", "kernel_predicted", "bound_kernel", "attr_fixed_s", "attr_fixup_s",
+    "attr_memory_s", "attr_alu_s", "attr_tensor_s", "kernel_bandwidth_bytes_per_s", "kernel_peak_flops_per_s",
+    "kernel_terms_source", "kernel_params_source", "time_s", "achieved_bytes_per_s", "baseline",
     "time_baseline_s", "speedup",
 )
 
@@ -61,7 +66,7 @@ def _calibrations(tier: str, data_dir: Path | None, gpu_keys: list[str]) -> dict
     if tier not in TIERS:
         raise InputError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
     cals = load_calibrations(data_dir)
-    if tier != "datasheet":
+    if tier not in ("datasheet", "kernel"):  # the kernel tier falls back to datasheet figures and says so
         missing = [g for g in gpu_keys if g not in cals]
         if missing:
             raise InputError(f"no calibration for {', '.join(missing)} in {data_dir or 'data'}/calibration; run "
@@ -99,7 +104,12 @@ def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], 
     points = pd.DataFrame(rows, columns=["gpu", "scheme", "layer", "M", "N", "K"])
     if group_size is not None:
         points["group_size"] = group_size
-    pred = speedup(predict(points, calibrations or None), baseline, TIERS[tier])
+    pred = predict(points, calibrations or None)
+    if tier == "kernel":  # the fastest registered kernel of each scheme at each M (kernel_predicted names it)
+        from workbench.kernel_tier import best_kernel_tier
+
+        pred = best_kernel_tier(pred, calibrations)
+    pred = speedup(pred, baseline, TIERS[tier])
     pred["time_s"] = pred[TIERS[tier]]
     pred["achieved_bytes_per_s"] = pred["bytes"] / pred["time_s"]
     pred["baseline"] = baseline
@@ -145,9 +155,8 @@ def _print_points(pred: pd.DataFrame, tier: str, title: str) -> None:
         cells = dict(zip(headers, (
             r.gpu, r.scheme, *([r.layer] if show_layer else []), f"{r.N}×{r.K}", str(r.M), fmt_bytes(r.bytes),
             fmt_time(r.time_s), fmt_bandwidth(r.achieved_bytes_per_s), fmt_flops_rate(r.flops / r.time_s),
-            fmt_intensity(r.intensity), str(getattr(r, BOUND_COL[tier])),
-            r.compute_unit_used if tier == "datasheet" else r.compute_unit_calibrated, fmt_ratio(r.speedup)),
-            strict=True))
+            fmt_intensity(r.intensity), str(getattr(r, BOUND_COL[tier])), str(getattr(r, CEILING_COL[tier])),
+            fmt_ratio(r.speedup)), strict=True))
         table.add_row(*(v for h, v in cells.items() if h not in dropped))
     if narrow:
         table.caption = f"{', '.join(dropped)} left out below {NARROW} columns (all columns: --csv FILE)"
@@ -208,6 +217,9 @@ def predict_command(
     if rollup:
         from models.rollup import rollup as run_rollup
 
+        if tier == "kernel":
+            raise InputError("--rollup predicts with the roofline tiers (datasheet, calibrated, floor); the kernel "
+                             "tier per layer is in `workbench export FILE.csv --rollup MODEL`")
         out = run_rollup(model, gpu_keys, schemes, batches, cals or None, TIERS[tier], baseline, group_size)
         out = out[out["scheme"].isin(schemes)].reset_index(drop=True)
         _print_rollup(out, f"{model}: linear layers per decode step ({tier} roofline)")

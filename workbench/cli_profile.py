@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from models.errors import InputError
+from models.paths import data_dir
 from workbench import cli_args, locks, store
 from workbench.environment import Environment, detect, require_gpu
 from workbench.profiler import (
@@ -33,18 +34,35 @@ from workbench.profiler import (
 )
 from workbench.timing import TimingConfig
 
-DATA_DIR = Path("data")
+DATA_DIR = data_dir()
+GROUP_SIZES = (32, 64, 128, 256)  # kernels.problems.GROUP_SIZES (kernels is not imported before the GPU is needed)
 
 
-def default_out(env: Environment, hot: bool, data_dir: Path = DATA_DIR) -> Path:
+def default_out(env: Environment, hot: bool, root: Path = DATA_DIR) -> Path:
     gpu = env.gpu_key or re.sub(r"[^a-z0-9]+", "-", env.gpu_name.lower()).strip("-") or "gpu"
-    return data_dir / "measurements" / gpu / f"sweep-{'hot' if hot else 'cold'}.parquet"
+    return root / "measurements" / gpu / f"sweep-{'hot' if hot else 'cold'}.parquet"
 
 
 def _format_phases(result: SweepResult) -> str:
     total = result.wall_s or 1.0
     parts = [f"{k} {v:.1f}s ({v / total:.0%})" for k, v in sorted(result.phases.items(), key=lambda kv: -kv[1])]
     return "; ".join(parts)
+
+
+def _phase_table(result: SweepResult) -> None:
+    """Where the sweep's wall time went: compile, making inputs (make), checking, timing loops, ..."""
+    from rich.console import Console
+    from rich.table import Table
+
+    total = result.wall_s or 1.0
+    table = Table(title=f"{result.measured} points in {result.wall_s:.1f} s (process start and imports not included)")
+    for col in ("phase", "seconds", "share of the sweep"):
+        table.add_column(col, justify="left" if col == "phase" else "right")
+    for k, v in sorted(result.phases.items(), key=lambda kv: -kv[1]):
+        table.add_row(k, f"{v:.1f}", f"{v / total:.0%}")
+    rest = total - sum(result.phases.values())
+    table.add_row("other (NVML, progress, Python)", f"{max(rest, 0.0):.1f}", f"{max(rest, 0.0) / total:.0%}")
+    Console().print(table)
 
 
 def _summary(result: SweepResult, run_id: str) -> None:
@@ -79,7 +97,10 @@ def profile(
     fresh: Annotated[bool, typer.Option("--fresh", help="discard what the output holds instead of resuming")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     calibration_dir: Annotated[Path | None, typer.Option("--calibration-dir")] = None,
-    data_dir: Annotated[str, typer.Option("--data-dir", "--data", help="default --out and calibration root")]
+    group_size: Annotated[int | None, typer.Option(
+        "--group-size", "-g", help=f"w4a16 group size G, one of {GROUP_SIZES} (default 128); kernels that cannot "
+        "run it are skipped with the reason")] = None,
+    data_root: Annotated[str, typer.Option("--data-dir", "--data", help="default --out and calibration root")]
     = str(DATA_DIR),
     wait: Annotated[bool, typer.Option("--wait", help="wait for a sweep holding this GPU or output to finish")]
     = False,
@@ -87,9 +108,11 @@ def profile(
     """Measure kernels x batches x shapes on this GPU; each point is appended as soon as it is measured."""
     if not 0 < budget <= 3600:  # also refuses nan and inf
         raise InputError(f"--budget {budget}: give seconds per point in (0, 3600], e.g. --budget 0.12")
+    if group_size is not None and group_size not in GROUP_SIZES:
+        raise InputError(f"--group-size {group_size}: accepted group sizes are {', '.join(map(str, GROUP_SIZES))}")
     cfg = TimingConfig(hot=hot, budget_s=budget, use_graph=graph).validate()
-    data_dir = Path(cli_args.nonempty(data_dir, "--data-dir"))
-    calibration_dir = calibration_dir or data_dir / "calibration"
+    data_root = Path(cli_args.nonempty(data_root, "--data-dir"))
+    calibration_dir = calibration_dir or data_root / "calibration"
     for value in shape or []:
         cli_args.parse_shape(value)  # limits and malformed values, before the profiler's parser
     cli_args.nonempty(model, "--model")
@@ -105,7 +128,7 @@ def profile(
         cli_args.check_out_path(out, "--out")  # creates nothing: no folder is made before a GPU is found
     require_gpu()
     env = detect()
-    out = out or default_out(env, hot, data_dir)
+    out = out or default_out(env, hot, data_root)
     # this GPU and this output are ours until the command ends; taken before any CUDA context (a waiting sweep must
     # not sit on the GPU): a second sweep is refused naming the holder, or waits with --wait
     locks.hold_sweep(env.gpu_uuid, out, wait=wait, on_wait=lambda m: print(m, file=sys.stderr))
@@ -116,7 +139,7 @@ def profile(
     from workbench.environment import free_device_bytes
 
     check_memory(points, free_device_bytes(), env.l2_bytes, cfg)
-    out = out or default_out(env, hot, data_dir)
+    out = out or default_out(env, hot, data_root)
     store.check_writable(out)
     from workbench.nvml import NvmlSampler
     from workbench.timing import CudaTimer
@@ -126,6 +149,7 @@ def profile(
         result = run_sweep(
             points, out, env, cfg=cfg, timer=CudaTimer(use_graph=graph), sampler=NvmlSampler(uuid=env.gpu_uuid or None),
             calibration_sm_clock_hz=calibration_clock(env, calibration_dir), fresh=fresh, progress=progress,
+            group_size=group_size,
         )
     except SweepAborted as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -139,6 +163,7 @@ def profile(
     for line in result.refused:
         print(f"skipped: {line}")
     _summary(result, result.run_id)
+    _phase_table(result)
     print(f"measured {result.measured} points in {result.wall_s:.1f}s: {_format_phases(result)}")
     if result.failed:
         print(f"{len(result.failed)} points failed (see above)")

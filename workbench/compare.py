@@ -33,7 +33,9 @@ import numpy as np
 import pandas as pd
 
 from models.errors import InputError
+from models.kernel_fit import OUTPUT_COLUMNS
 from models.roofline import TIERS
+from workbench.kernel_tier import kernel_tier
 from workbench.schema import COMPARISON_COLUMNS, MEASUREMENT_COLUMNS
 
 POINT_KEY = ("gpu_key", "kernel", "scheme", "M", "N", "K", "mode")
@@ -41,6 +43,19 @@ EXTRA_COLUMNS: dict[str, str] = {
     "error_datasheet": "float64",
     "error_calibrated": "float64",
     "error_floor": "float64",
+    "error_kernel": "float64",
+    # the kernel-aware tier's attribution (workbench.kernel_tier; seconds, they add up to time_kernel_s) and the
+    # remainder measured - predicted; the kernel's own roofline; where its figures and parameters came from
+    "attr_fixed_s": "float64",
+    "attr_fixup_s": "float64",
+    "attr_memory_s": "float64",
+    "attr_alu_s": "float64",
+    "attr_tensor_s": "float64",
+    "attr_remainder_s": "float64",
+    "kernel_bandwidth_bytes_per_s": "float64",
+    "kernel_peak_flops_per_s": "float64",
+    "kernel_terms_source": "string",
+    "kernel_params_source": "string",
     "spread_rel": "float64",
     "bandwidth_ceiling_bytes_per_s": "float64",
     "bandwidth_ceiling_source": "string",  # "calibrated" | "datasheet" | ""
@@ -132,6 +147,12 @@ def compare_points(measured: pd.DataFrame, *, calibrations: Mapping[str, Any] | 
     clock = df["sm_clock_median_hz"].astype("float64").to_numpy()
     pred = _predict(points, cals, clock)
     measured_t = df["time_median_s"].astype("float64").to_numpy()
+    stored = df["bytes"].astype("float64").to_numpy() if "bytes" in df else np.full(len(df), np.nan)
+    kt = kernel_tier(pd.DataFrame({"gpu": points["gpu"], "kernel": df["kernel"].astype(str).to_numpy(),
+                                   "M": points["M"], "N": points["N"], "K": points["K"], "mode": df["mode"].to_numpy(),
+                                   "bytes": np.where(np.isfinite(stored) & (stored > 0), stored, pred["bytes"])}),
+                     cals)
+    pred["time_kernel_s"] = kt["time_kernel_s"].to_numpy(dtype="float64")
     out = pd.DataFrame(
         {
             "gpu_key": df["gpu_key"],
@@ -168,6 +189,9 @@ def compare_points(measured: pd.DataFrame, *, calibrations: Mapping[str, Any] | 
     out["bound_calibrated"] = bound_cal.astype("string").fillna("").to_numpy()
     out["achieved_bytes_per_s"] = out["bytes"] / measured_t
     out["achieved_flops_per_s"] = out["flops"] / measured_t
+    for col in OUTPUT_COLUMNS[1:]:
+        out[col] = kt[col].to_numpy()
+    out["attr_remainder_s"] = measured_t - out["time_kernel_s"]
     roof = np.where(np.isfinite(out["time_calibrated_s"]), out["time_calibrated_s"], out["time_datasheet_s"])
     out["roofline_fraction"] = roof / measured_t
     _add_bandwidth_fraction(out, cals)
@@ -237,6 +261,8 @@ def error_summary(comparison: pd.DataFrame, by: Iterable[str] = ("gpu_key",)) ->
         thr = group["_thr"] if "_thr" in group.columns else throttled_mask(group)
         kept = group[~thr.to_numpy(dtype=bool)]
         for tier in TIERS:
+            if f"error_{tier}" not in kept:  # a comparison written before the tier existed
+                continue
             err = kept[f"error_{tier}"].to_numpy(dtype="float64")
             err = err[np.isfinite(err)]
             absolute = np.abs(err)

@@ -44,6 +44,7 @@ import pandas as pd
 
 from models.errors import InputError
 from models.roofline import TIERS
+from workbench.hypothesis_eval import evaluate_hypotheses
 
 KINDS = ("speedup", "monotonic", "crossover", "model_error", "bandwidth")
 OPS = (">=", "<=", "within")
@@ -287,21 +288,32 @@ def default_files(data_dir: str | Path) -> list[Path]:
 
 # ---------------------------------------------------------------------------------------------------- data checks
 def known_kernels(comparison: pd.DataFrame) -> set[str]:
-    names = set(comparison["kernel"].astype(str)) if len(comparison) else set()
+    """Kernel names measured in `comparison` plus every registered kernel (imports the kernel registry)."""
+    return _measured_kernels(comparison) | _registered_kernels()
+
+
+def _measured_kernels(comparison: pd.DataFrame) -> set[str]:
+    return set(comparison["kernel"].astype(str)) if len(comparison) else set()
+
+
+def _registered_kernels() -> set[str]:
     try:
         from kernels.registry import specs
 
-        names |= {s.name for s in specs()}
+        return {s.name for s in specs()}
     except Exception:  # a provider that does not import here must not hide the measured names
-        pass
-    return names
+        return set()
 
 
 def check_against_data(hypotheses: Iterable[Hypothesis], comparison: pd.DataFrame) -> None:
     """Reject names that are neither a scheme nor a kernel, and batches that were never measured for a side."""
     from models.schemes import SCHEME_NAMES
 
-    kernels = known_kernels(comparison)
+    hypotheses = list(hypotheses)
+    kernels = _measured_kernels(comparison)
+    names = {n for h in hypotheses for n in (h.a, h.b) if n}
+    if names - set(SCHEME_NAMES) - kernels:  # only then the registry (its providers) is imported
+        kernels |= _registered_kernels()
     for h in hypotheses:
         for side in ("a", "b"):
             name = getattr(h, side)
@@ -341,8 +353,6 @@ def evaluate_all(
     <data_dir>/hypotheses/*.toml, and `comparison` is built from `measurements` and `calibrations`. Returns one row
     per (hypothesis, GPU, source) with `workbench.hypothesis_eval.RESULT_COLUMNS`.
     """
-    from workbench.hypothesis_eval import evaluate_hypotheses
-
     if hypotheses is None:
         if data_dir is None:
             raise InputError("evaluate_all needs hypotheses or a data_dir holding hypotheses/*.toml")

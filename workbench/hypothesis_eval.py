@@ -30,13 +30,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from workbench.compare import throttled_mask
-from workbench.hypotheses import Hypothesis
 from workbench.speedup import crossovers, pair_speedups, resolve_side
+
+if TYPE_CHECKING:  # annotations only: workbench.hypotheses imports this module, never the other way
+    from workbench.hypotheses import Hypothesis
 
 RESULT_COLUMNS = (
     "id", "kind", "claim", "gpu_key", "source", "verdict", "value", "low", "high", "threshold", "n", "detail",

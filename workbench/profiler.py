@@ -125,8 +125,10 @@ def plan(specs: Iterable[KernelSpec], shapes: Iterable[Shape], batches: Iterable
     return [Point(s, sh, int(m)) for s in specs for sh in shapes for m in batches if s.supports(int(m), cc)]
 
 
-def point_key(spec_name: str, scheme: str, layer: str, M: int, N: int, K: int, mode: str) -> tuple:
-    return (spec_name, scheme, layer, int(M), int(N), int(K), mode)
+def point_key(gpu_uuid: str, spec_name: str, scheme: str, layer: str, M: int, N: int, K: int, mode: str,
+              group_size: int) -> tuple:
+    """A point's identity, in the order of store.POINT_KEY (the one definition of which columns make it)."""
+    return (gpu_uuid, spec_name, scheme, layer, int(M), int(N), int(K), mode, int(group_size))
 
 
 def device_bytes_needed(point: Point, l2_bytes: int, cfg: TimingConfig) -> float:
@@ -155,11 +157,12 @@ def new_run_id() -> str:
 
 
 def make_row(env: Environment, point: Point, t: PointTiming, clocks: ClockSummary, *, run_id: str, mode: str,
-             calibration_sm_clock_hz: float) -> dict[str, Any]:
-    """One measurement row (workbench.schema.MEASUREMENT_COLUMNS), bytes and FLOPs from models.schemes.traffic."""
+             calibration_sm_clock_hz: float, group_size: int = 0) -> dict[str, Any]:
+    """One measurement row (workbench.schema.MEASUREMENT_COLUMNS): `bytes` what the kernel's device arrays hold (its
+    inputs and output; the scheme's accounting at this group size when the runner does not say), FLOPs 2*M*N*K."""
     from models.schemes import get_scheme, traffic
 
-    scheme = get_scheme(point.spec.scheme)
+    scheme = get_scheme(point.spec.scheme, group_size=group_size) if group_size else get_scheme(point.spec.scheme)
     tr = traffic(scheme, point.M, point.shape.N, point.shape.K)
     s = t.stats
     return {
@@ -176,7 +179,7 @@ def make_row(env: Environment, point: Point, t: PointTiming, clocks: ClockSummar
         "N": point.shape.N,
         "K": point.shape.K,
         "group_size": int(scheme.group_size),
-        "bytes": float(tr.bytes),
+        "bytes": float(t.bytes) if t.bytes > 0 else float(tr.bytes),
         "flops": float(tr.flops),
         "mode": mode,
         "rotate_sets": t.rotate_sets,
@@ -225,13 +228,17 @@ def run_sweep(
     cfg: TimingConfig,
     timer: Any,
     sampler: NvmlSampler,
-    runner_factory: Callable[[str], Any] = registry.runner,
+    runner_factory: Callable[..., Any] = registry.runner,
     calibration_sm_clock_hz: float = math.nan,
+    group_size: int | None = None,
     fresh: bool = False,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> SweepResult:
-    """Measure `points` (skipping those already in `out`), appending each row to the journal as it is measured."""
+    """Measure `points` (skipping those already in `out`), appending each row to the journal as it is measured.
+
+    `group_size` (w4a16 kernels; None: the scheme's default) is passed to their runners, which refuse one they
+    cannot run. Every kernel the points need is compiled first, in parallel (phase "compile")."""
     t_start = time.perf_counter()
     out = store.check_writable(out)
     jpath = store.journal_path(out)
@@ -241,13 +248,14 @@ def run_sweep(
     existing = _existing(out)
     mine = existing[existing["gpu_uuid"] == env.gpu_uuid] if len(existing) else existing
     mode = "hot" if cfg.hot else "cold"
-    done = {
-        point_key(r.kernel, r.scheme, r.layer, r.M, r.N, r.K, r.mode)
-        for r in mine[["kernel", "scheme", "layer", "M", "N", "K", "mode"]].itertuples(index=False)
-    }
+    done = {point_key(*r) for r in mine[list(store.POINT_KEY)].itertuples(index=False)}
     run_id = str(mine["run_id"].iloc[-1]) if len(mine) else new_run_id()
-    todo = [p for p in points if point_key(p.spec.name, p.spec.scheme, p.shape.layer, p.M, p.shape.N, p.shape.K,
-                                           mode) not in done]
+
+    def group_of(p: Point) -> int:
+        return (group_size or _default_group()) if p.spec.scheme == "w4a16" else 0
+
+    todo = [p for p in points if point_key(env.gpu_uuid, p.spec.name, p.spec.scheme, p.shape.layer, p.M, p.shape.N,
+                                           p.shape.K, mode, group_of(p)) not in done]
     result = SweepResult(frame=existing, skipped_done=len(points) - len(todo), run_id=run_id)
     phases = result.phases
     runners: dict[str, Any] = {}
@@ -258,6 +266,11 @@ def run_sweep(
     def add_phase(name: str, seconds: float) -> None:
         phases[name] = phases.get(name, 0.0) + seconds
 
+    for msg in compile_all(todo, runners, runner_factory, group_size, unavailable, add_phase):
+        if "cannot run here" in msg:
+            result.refused.append(msg)
+        else:
+            log(f"note: {msg}")
     bar = _progress(progress, len(todo))
     try:
         with sampler, bar:
@@ -269,13 +282,9 @@ def run_sweep(
                 if bar:
                     bar.update(task, description=f"{name} {p.shape.N}x{p.shape.K} M={p.M}")
                 try:
-                    if name not in runners:
-                        t = time.perf_counter()
-                        runners[name] = runner_factory(name)
-                        add_phase("runner setup", time.perf_counter() - t)
-                    runner = runners[name]
                     if name in unavailable:
                         continue
+                    runner = runners[name]
                     try:
                         runner.check(p.M, p.shape.N, p.shape.K)
                     except InputError as exc:
@@ -290,7 +299,7 @@ def run_sweep(
                         why = getattr(timer, "capture_error", "") or "graphs off"
                         log(f"note: {name}: timed eager back-to-back launches, not a CUDA graph ({why})")
                     row = make_row(env, p, timing, w.summary, run_id=run_id, mode=mode,
-                                   calibration_sm_clock_hz=calibration_sm_clock_hz)
+                                   calibration_sm_clock_hz=calibration_sm_clock_hz, group_size=group_of(p))
                     row.update(point_flags(row, cfg.target_spread))  # spread above target / other processes
                     store.append_journal(jpath, row)
                     result.measured += 1
@@ -321,6 +330,51 @@ def run_sweep(
         result.wall_s = time.perf_counter() - t_start
         result.nvml_warning = sampler.warning
     return result
+
+
+def _default_group() -> int:
+    from models.schemes import SCHEME_PARAMS
+
+    return int(SCHEME_PARAMS["w4a16"]["group_size"])
+
+
+def compile_all(points: list[Point], runners: dict[str, Any], runner_factory: Callable[..., Any],
+                group_size: int | None, unavailable: set[str],
+                add_phase: Callable[[str, float], None]) -> list[str]:
+    """Make each kernel's runner once ("runner setup") and compile every kernel the points need in parallel
+    processes ("compile"): NVRTC into kernels.build's cubin cache, so no point waits on a serial compile. Returns
+    what could not be made or compiled (those points then fail or are refused one by one, with the reason)."""
+    from kernels import build, problems
+
+    t = time.perf_counter()
+    notes: list[str] = []
+    jobs: list[build.Job] = []
+    for p in points:
+        name = p.spec.name
+        if name in runners or name in unavailable:
+            continue
+        try:
+            runners[name] = runner_factory(name, group_size) if group_size else runner_factory(name)
+        except (ImportError, ModuleNotFoundError) as exc:
+            unavailable.add(name)
+            notes.append(f"{name}: cannot run here ({exc})")
+    add_phase("runner setup", time.perf_counter() - t)
+    t = time.perf_counter()
+    for p in points:
+        runner = runners.get(p.spec.name)
+        if runner is None or not hasattr(runner, "compile_jobs"):
+            continue
+        try:
+            runner.check(p.M, p.shape.N, p.shape.K)
+            jobs += runner.compile_jobs(p.M, p.shape.N, p.shape.K)
+        except Exception:  # refused (InputError) or not listable here: the point compiles, or fails, on its own
+            continue
+    if jobs:
+        jobs += problems.compile_jobs(build.device_arch())
+        _, failed = build.prewarm(jobs)
+        notes += [f"compile failed: {f}" for f in failed]
+    add_phase("compile", time.perf_counter() - t)
+    return notes
 
 
 class SweepAborted(RuntimeError):

@@ -106,11 +106,13 @@ COMPARISON_COLUMNS: dict[str, str] = {
     "time_datasheet_s": "float64",
     "time_calibrated_s": "float64",  # NaN without a calibration for this GPU
     "time_floor_s": "float64",  # calibrated + launch/latency floor + wave quantization
+    "time_kernel_s": "float64",  # kernel-aware tier (models.kernel_model); NaN: L2-hot rows, kernels without facts
     "bound_datasheet": "string",  # "memory" | "compute"
     "bound_calibrated": "string",  # "memory" | "compute" | "latency" | ""
     "ratio_datasheet": "float64",  # predicted / measured
     "ratio_calibrated": "float64",
     "ratio_floor": "float64",
+    "ratio_kernel": "float64",
     "achieved_bytes_per_s": "float64",
     "achieved_flops_per_s": "float64",
     "roofline_fraction": "float64",  # attainable-time / measured time, against the calibrated tier if present

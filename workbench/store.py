@@ -24,8 +24,8 @@ from workbench.schema import CALIBRATION_CEILINGS, MEASUREMENT_COLUMNS, SCHEMA_V
 MEASUREMENT_SUFFIXES = (".parquet", ".csv")
 _INT_KINDS = "iu"
 _FLOAT_KINDS = "fiu"
-# What identifies one measured point within a GPU (a resumed sweep skips points already present).
-POINT_KEY = ("gpu_uuid", "kernel", "scheme", "layer", "M", "N", "K", "mode")
+# What identifies one measured point (the one definition: the profiler's resume, fold_journal, bench/run_diff.py).
+POINT_KEY = ("gpu_uuid", "kernel", "scheme", "layer", "M", "N", "K", "mode", "group_size")
 
 
 # ---------------------------------------------------------------------------------------------------- atomic files
@@ -228,8 +228,8 @@ def read_journal(path: str | Path) -> list[dict[str, Any]]:
 def fold_journal(path: str | Path) -> pd.DataFrame:
     """Merge the journal beside `path` into `path` (Parquet), remove the journal, return all rows.
 
-    Rows of the same point (run_id, kernel, scheme, layer, M, N, K, mode) keep the latest. The read-merge-write
-    runs under the journal's store lock, so a row appended or written by another process is re-read, never dropped.
+    Rows of the same point (POINT_KEY) keep the latest. The read-merge-write runs under the journal's store lock,
+    so a row appended or written by another process is re-read, never dropped.
     """
     path = Path(path)
     jpath = journal_path(path)

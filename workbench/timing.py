@@ -230,6 +230,31 @@ class CudaTimer:
         self._cp.cuda.Device().synchronize()
 
 
+# ---------------------------------------------------------------------------------------------------- the loop
+def time_loop(timer: Timer, launch_all: Callable[[], None], launches: int, cfg: TimingConfig,
+              phases: dict[str, float] | None = None) -> list[float]:
+    """The timing loop (the profiler's and the benchmarks'): capture `launch_all` (which enqueues `launches` launches)
+    in a CUDA graph, replay it once to upload and warm it, then time batches of `cfg.batch` back-to-back replays
+    between events until `should_stop`; returns seconds per launch of each replay. Phases "capture" and "loop" are
+    added to `phases`. Call it inside `with timer:`."""
+    phases = {} if phases is None else phases
+    clock = time.perf_counter
+    t = clock()
+    replay = timer.capture(launch_all)
+    replay()  # first replay uploads the graph and warms it
+    timer.synchronize()
+    phases["capture"] = phases.get("capture", 0.0) + clock() - t
+    t = clock()
+    samples: list[float] = []
+    while True:
+        chunk = timer.elapsed(replay, cfg.batch) / launches
+        samples.extend(float(s) for s in chunk)
+        if should_stop(samples, clock() - t, cfg):
+            break
+    phases["loop"] = phases.get("loop", 0.0) + clock() - t
+    return samples
+
+
 # ---------------------------------------------------------------------------------------------------- one point
 @dataclass
 class PointTiming:
@@ -246,6 +271,7 @@ class PointTiming:
     ref_maxabs_rel: float
     quant_error_rel: float
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds: make, check, warmup, capture, loop, single
+    bytes: float = 0.0  # bytes one launch reads and writes (the runner's Problem.bytes; 0: not reported)
 
 
 def measure(runner: Any, M: int, N: int, K: int, l2_bytes: int, timer: Timer, cfg: TimingConfig | None = None,
@@ -293,20 +319,7 @@ def _measure(runner: Any, M: int, N: int, K: int, l2_bytes: int, timer: Timer, c
     lps = launches_per_sample(t_launch, len(sets), cfg)
     phases["warmup"] = clock() - t
 
-    t = clock()
-    replay = timer.capture(lambda: [runner.launch(sets[i % len(sets)]) for i in range(lps)])
-    replay()  # first replay uploads the graph and warms it
-    timer.synchronize()
-    phases["capture"] = clock() - t
-
-    t = clock()
-    samples: list[float] = []
-    while True:
-        chunk = timer.elapsed(replay, cfg.batch) / lps
-        samples.extend(float(s) for s in chunk)
-        if should_stop(samples, clock() - t, cfg):
-            break
-    phases["loop"] = clock() - t
+    samples = time_loop(timer, lambda: [runner.launch(sets[i % len(sets)]) for i in range(lps)], lps, cfg, phases)
 
     t = clock()
     singles = [timer.single(lambda: runner.launch(first)) for _ in range(cfg.single_calls)]
@@ -325,4 +338,5 @@ def _measure(runner: Any, M: int, N: int, K: int, l2_bytes: int, timer: Timer, c
         ref_maxabs_rel=maxabs,
         quant_error_rel=float(getattr(first, "quant_error_rel", math.nan)),
         phases=phases,
+        bytes=float(getattr(first, "bytes", 0) or 0),
     )

@@ -1,0 +1,249 @@
+"""The one place that makes a kernel's problem: inputs, quantized weights, float64 reference, quantization error.
+
+A problem is a scheme with its real parameters (`Params`: the weight and activation types as the kernel reads them,
+the group size, the scale granularity) at a shape (M, N, K). `make_inputs` draws it on the device: normal random
+activations and weights (a counter-based hash, kernels/problems.cu), the weights and activations quantized there by
+the same arithmetic as kernels/quant.py (bit for bit: tests/test_problems_gpu.py), and, when asked, the float64
+reference y = x_q . W_q^T from what the kernel multiplies (the kernel error) and the quantization error against the
+unquantized product. Kernel families (kernels/gemv.py, tensorcore.py, wgmma.py, peers.py) only pack these canonical
+arrays into their layout and launch; `bytes_read` is what the kernel's device arrays hold, the `bytes` the profiler
+stores.
+CuPy is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernels import quant
+from models.errors import InputError
+
+WEIGHTS = ("f32", "f16", "bf16", "w4", "w8", "e4m3")
+ACTS = ("f32", "f16", "bf16", "i8", "e4m3")
+SCALES = ("channel", "tensor")
+GROUP_SIZES = (32, 64, 128, 256)  # what `workbench profile --group-size` offers (w4a16)
+_SOURCE = "problems.cu"
+_ENTRIES = ("fill_normal", "f32_to_f16", "f32_to_bf16_bits", "f32_to_f64", "f16_to_f64", "bf16_bits_to_f64",
+            "quantize_w4", "dequantize_w4", "quantize_int8_rows", "dequantize_int8_rows", "fp8_row_absmax",
+            "quantize_fp8_rows", "dequantize_fp8_rows")
+
+
+@dataclass(frozen=True)
+class Params:
+    """A scheme's parameters as one kernel reads them."""
+
+    scheme: str
+    weight: str  # one of WEIGHTS: the canonical weight form (w4: quant.W4, w8: quant.W8, e4m3: quant.FP8)
+    act: str  # one of ACTS: the activations as the kernel reads them (i8 / e4m3: codes + fp32 scales)
+    group_size: int = 0  # w4: weights per (scale, zero) group along K
+    weight_scales: str = "channel"  # e4m3 weights: one fp32 scale per channel or per tensor
+    act_scales: str = "channel"  # i8 / e4m3 activations: per token ("channel", one per row of x) or per tensor
+    weight_std: float = 0.0  # standard deviation of the float weights; 0: 1/sqrt(K)
+
+    def __post_init__(self) -> None:
+        if self.weight not in WEIGHTS or self.act not in ACTS:
+            raise InputError(f"problem weight {self.weight!r} / activation {self.act!r}: accepted {WEIGHTS} / {ACTS}")
+        if self.weight_scales not in SCALES or self.act_scales not in SCALES:
+            raise InputError(f"scale granularity must be one of {SCALES}")
+        if self.act == "i8" and self.act_scales != "channel":
+            raise InputError("int8 activations are quantized per token (act_scales='channel') only")
+        if self.weight == "w4" and (self.group_size <= 0 or self.group_size % 8):
+            raise InputError(f"w4 weights need a group size that is a positive multiple of 8, got {self.group_size}")
+
+    def check(self, M: int, N: int, K: int) -> None:
+        if min(M, N, K) < 1:
+            raise InputError(f"M, N, K must be >= 1, got M={M}, N={N}, K={K}")
+        if self.weight == "w4":
+            quant.check_w4_shape(N, K, self.group_size)
+
+
+@dataclass
+class Inputs:
+    """One problem on the device in canonical form (see the module docstring)."""
+
+    params: Params
+    M: int
+    N: int
+    K: int
+    x: tuple[Any, ...]  # activations as the kernel reads them: (values,) or (codes, fp32 scales)
+    w: Any  # weights: a device array in the weight type (bf16 as uint16 bits), or quant.W4 / W8 / FP8 on the device
+    ref: Any = None  # float64 NumPy y (M x N) from x and the dequantized w, when asked for
+    quant_error_rel: float = float("nan")  # ||ref - x.W^T|| / ||x.W^T|| with the unquantized x and W
+
+
+def _cp() -> Any:
+    import cupy
+
+    return cupy
+
+
+def _fn(entry: str) -> Any:
+    from kernels import build
+
+    return build.function(_SOURCE, entry)
+
+
+def compile_jobs(arch: str) -> list[tuple[str, str, str, tuple[str, ...]]]:
+    """kernels.build jobs of this module (one cubin holds every entry)."""
+    return [(_SOURCE, _ENTRIES[0], arch, ())]
+
+
+def _launch(entry: str, n: int, args: tuple[Any, ...], warp_per_item: bool = False) -> None:
+    threads = 256
+    items = n * 32 if warp_per_item else n
+    blocks = max(1, min(-(-items // threads), 65535))
+    _fn(entry)((blocks,), (threads,), args)
+
+
+def random_normal(shape: tuple[int, int], seed: int, std: float) -> Any:
+    """float32 normal values with standard deviation `std` on the device (deterministic in `seed`)."""
+    cp = _cp()
+    out = cp.empty(shape, dtype=cp.float32)
+    _launch("fill_normal", out.size, (out, np.int64(out.size), np.uint64(seed & (2**64 - 1)), np.float32(std)))
+    return out
+
+
+def convert(x: Any, to: str) -> Any:
+    """A float32 device array in `to` ("f32", "f16", or "bf16" as uint16 bit patterns), rounded to nearest even."""
+    cp = _cp()
+    if to == "f32":
+        return x
+    out = cp.empty(x.shape, dtype=cp.float16 if to == "f16" else cp.uint16)
+    _launch("f32_to_f16" if to == "f16" else "f32_to_bf16_bits", x.size, (x, out, np.int64(x.size)))
+    return out
+
+
+def to_float64(a: Any) -> Any:
+    """A float32 / float16 / bf16-bits device array in float64."""
+    cp = _cp()
+    entry = {"float32": "f32_to_f64", "float16": "f16_to_f64", "uint16": "bf16_bits_to_f64"}[str(a.dtype)]
+    out = cp.empty(a.shape, dtype=cp.float64)
+    _launch(entry, a.size, (cp.ascontiguousarray(a), out, np.int64(a.size)))
+    return out
+
+
+# ---------------------------------------------------------------- the quantizers of kernels/quant.py, on the device
+def quantize_w4(w: Any, group_size: int) -> quant.W4:
+    cp = _cp()
+    N, K = w.shape
+    quant.check_w4_shape(N, K, group_size)
+    codes = cp.empty((N, K), dtype=cp.uint8)
+    scales = cp.empty((N, K // group_size), dtype=cp.float16)
+    zeros = cp.empty((N, K // group_size), dtype=cp.uint8)
+    _launch("quantize_w4", scales.size, (w, np.int32(N), np.int32(K), np.int32(group_size), codes, scales, zeros))
+    return quant.W4(codes, scales, zeros, group_size)
+
+
+def _int8_rows(w: Any, f32_scale: bool) -> tuple[Any, Any]:
+    cp = _cp()
+    rows, K = w.shape
+    codes = cp.empty((rows, K), dtype=cp.int8)
+    scales = cp.empty(rows, dtype=cp.float32 if f32_scale else cp.float16)
+    _launch("quantize_int8_rows", rows, (w, np.int32(rows), np.int32(K), np.int32(f32_scale), codes, scales), True)
+    return codes, scales
+
+
+def quantize_w8(w: Any) -> quant.W8:
+    return quant.W8(*_int8_rows(w, False))
+
+
+def quantize_act_int8(x: Any) -> tuple[Any, Any]:
+    return _int8_rows(x, True)
+
+
+def quantize_fp8(w: Any, per: str = "tensor") -> quant.FP8:
+    """e4m3 codes with fp32 scales per row ("channel") or for the whole array ("tensor")."""
+    cp = _cp()
+    rows, K = w.shape
+    amax = 0.0
+    if per == "tensor":
+        row_max = cp.empty(rows, dtype=cp.float32)
+        _launch("fp8_row_absmax", rows, (w, np.int32(rows), np.int32(K), row_max), True)
+        amax = float(cp.asnumpy(row_max).max())  # float32 maxima: the host's float64 amax exactly
+    codes = cp.empty((rows, K), dtype=cp.uint8)
+    scales = cp.empty(rows if per == "channel" else 1, dtype=cp.float32)
+    _launch("quantize_fp8_rows", rows, (w, np.int32(rows), np.int32(K), np.int32(per == "channel"),
+                                        np.float32(amax), codes, scales), True)
+    return quant.FP8(codes, scales, per)
+
+
+def dequantize(w: Any) -> Any:
+    """float64 device weights from a canonical form (what the kernel multiplies)."""
+    cp = _cp()
+    if isinstance(w, quant.W4):
+        N, K = w.codes.shape
+        out = cp.empty((N, K), dtype=cp.float64)
+        _launch("dequantize_w4", out.size, (w.codes, w.scales, w.zeros, np.int32(N), np.int32(K),
+                                            np.int32(w.group_size), out))
+        return out
+    if isinstance(w, quant.W8):
+        return _dequantize_rows(w.codes, w.scales)
+    if isinstance(w, quant.FP8):
+        rows, K = w.codes.shape
+        out = cp.empty((rows, K), dtype=cp.float64)
+        _launch("dequantize_fp8_rows", out.size, (w.codes, w.scales, np.int32(w.granularity == "channel"),
+                                                  np.int32(rows), np.int32(K), out))
+        return out
+    return to_float64(w)
+
+
+def _dequantize_rows(codes: Any, scales: Any) -> Any:
+    cp = _cp()
+    rows, K = codes.shape
+    out = cp.empty((rows, K), dtype=cp.float64)
+    _launch("dequantize_int8_rows", out.size, (codes, scales, np.int32(scales.dtype == cp.float32), np.int32(rows),
+                                               np.int32(K), out))
+    return out
+
+
+def dequantize_act(x: tuple[Any, ...]) -> Any:
+    """float64 device activations from what the kernel reads."""
+    if len(x) == 1:
+        return to_float64(x[0])
+    codes, scales = x
+    if codes.dtype.kind == "i":
+        return _dequantize_rows(codes, scales)
+    return dequantize(quant.FP8(codes, scales, "channel" if scales.size > 1 else "tensor"))
+
+
+# ---------------------------------------------------------------- the problem
+def make_inputs(params: Params, M: int, N: int, K: int, *, seed: int, reference: bool) -> Inputs:
+    """Draw one problem on the device; with `reference`, also the float64 reference and the quantization error."""
+    params.check(M, N, K)
+    x = random_normal((M, K), 2 * seed, 1.0)
+    w = random_normal((N, K), 2 * seed + 1, params.weight_std or K**-0.5)
+    if params.act in ("f32", "f16", "bf16"):
+        xk: tuple[Any, ...] = (convert(x, params.act),)
+    elif params.act == "i8":
+        xk = quantize_act_int8(x)
+    else:
+        q = quantize_fp8(x, params.act_scales)
+        xk = (q.codes, q.scales)
+    if params.weight == "w4":
+        wk: Any = quantize_w4(w, params.group_size)
+    elif params.weight == "w8":
+        wk = quantize_w8(w)
+    elif params.weight == "e4m3":
+        wk = quantize_fp8(w, params.weight_scales)
+    else:
+        wk = convert(w, params.weight)
+    inputs = Inputs(params, M, N, K, xk, wk)
+    if reference:
+        cp = _cp()
+        y = cp.asnumpy(dequantize_act(xk) @ dequantize(wk).T)
+        inputs.ref = y
+        if params.weight in ("w4", "w8", "e4m3") or params.act in ("i8", "e4m3"):
+            exact = cp.asnumpy(to_float64(x) @ to_float64(w).T)
+            inputs.quant_error_rel = float(np.linalg.norm(y - exact) / np.linalg.norm(exact))
+    return inputs
+
+
+def bytes_read(*arrays: Any) -> int:
+    """Bytes of the device arrays a kernel reads or writes (CuPy or torch)."""
+    total = 0
+    for a in arrays:
+        total += int(a.nbytes) if hasattr(a, "nbytes") else int(a.numel() * a.element_size())
+    return total

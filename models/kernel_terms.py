@@ -1,0 +1,201 @@
+"""The kernel-aware tier's inputs: what a kernel declares about itself, and what a GPU offers each term.
+
+A kernel declares `KernelFacts` (kernels/*.py attach them to their KernelSpec): its family, the instruction path of its
+products, the conversion work per weight, how it pads the batch (tile / bin table per M) and the output channels
+per tile. A GPU offers `GpuTerms`: the L2-cold read curve (time against bytes, from `workbench calibrate`), the
+issue rate of each conversion microbenchmark, the FP32 FMA rate and the tensor ceiling of every instruction path.
+Where a GPU has no calibration (or an old one without these microbenchmarks), each missing figure comes from the
+datasheet and `GpuTerms.sources` says so. Pure Python and NumPy; nothing here touches CUDA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from models.errors import InputError
+from models.hardware import Calibration, get_gpu
+
+FAMILIES = ("gemv", "mma_sync", "wgmma", "library")
+DEQUANT = ("none", "w4", "w8", "e4m3")
+# instruction path -> (calibration ceiling keys tried in order, datasheet unit): the rate of the products.
+PATHS: dict[str, tuple[tuple[str, ...], str]] = {
+    "cuda_core": (("fp32_flops",), "fp32"),
+    "mma_sync_f16": (("fp16_mma_flops",), "fp16"),
+    "mma_sync_bf16": (("bf16_mma_flops",), "bf16"),
+    "mma_sync_s8": (("int8_mma_ops",), "int8"),
+    "wgmma_f16": (("library_bf16_flops", "cublas_fp16_flops"), "fp16"),
+    "wgmma_bf16": (("library_bf16_flops", "cublas_fp16_flops"), "bf16"),
+    "wgmma_s8": (("library_int8_ops",), "int8"),
+    "wgmma_e4m3": (("library_fp8_flops",), "fp8"),
+    "library_fp32": (("fp32_flops",), "fp32"),
+}
+# Instructions per weight of each conversion microbenchmark in kernels/calib.cu (dq_w4: 18 per 8 weights, dq_w8: 7
+# per 4, dq_e4m3: 5 per 4), used with the FP32 lane rate when a GPU has no measured rate.
+DEQUANT_INSTR_PER_WEIGHT = {"w4": 18 / 8, "w8": 7 / 4, "e4m3": 5 / 4}
+# Without a measured read curve: a fixed cost per kernel plus bytes at the datasheet bandwidth. 2 us is the fixed cost
+# of a graph-launched streaming read on the H200 (REFERENCE.md: 1.74 us for 1 MB); an assumption on other GPUs.
+DATASHEET_FIXED_S = 2.0e-6
+# Our stream-K kernels' persistent grids: the registered tiles take 74-222 KB of shared memory and 128-288 threads of
+# up to 255 registers, so one CTA per SM is the rule (a few small tiles could fit two; the fitted fixup_scale absorbs).
+STREAM_K_CTAS: tuple[tuple[int, int], ...] = ((1 << 30, 1),)
+# Without a measured L2 read bandwidth: this multiple of the DRAM datasheet bandwidth (the H200 measured 7.2 TB/s
+# against 4.8 TB/s HBM: 1.5x).
+DATASHEET_L2_OVER_DRAM = 1.5
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """What the kernel-aware tier needs to know about one kernel."""
+
+    family: str  # FAMILIES
+    path: str  # PATHS: the instruction that computes the products
+    dequant: str = "none"  # DEQUANT: conversion of each weight on CUDA cores (once per m-tile)
+    m_tiles: tuple[tuple[int, int], ...] = ((1 << 30, 1),)  # ((largest M, rows computed per tile), ...) ascending
+    bn: int = 0  # output channels per tile; N is padded to a multiple (0: not tiled)
+    cuda_core_rows: bool = False  # the batch rows' products run on CUDA cores: that work grows with M
+    k_block_rescale: int = 0  # partial sums rescaled on CUDA cores after every k_block of K (FP8 block scaling)
+    # stream-K persistent grid: ((largest M, CTAs per SM), ...); empty for a kernel that does not split tiles. The
+    # pieces of a split tile are summed through fp32 slots in L2 by the CTA that completes it.
+    stream_k_ctas: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise InputError(f"kernel family {self.family!r} unknown; valid: {', '.join(FAMILIES)}")
+        if self.path not in PATHS:
+            raise InputError(f"instruction path {self.path!r} unknown; valid: {', '.join(PATHS)}")
+        if self.dequant not in DEQUANT:
+            raise InputError(f"dequantization {self.dequant!r} unknown; valid: {', '.join(DEQUANT)}")
+        if not self.m_tiles or any(m <= 0 or t <= 0 for m, t in self.m_tiles):
+            raise InputError(f"m_tiles must be ((largest M, tile rows), ...) of positive integers, got {self.m_tiles}")
+        if self.bn < 0 or self.k_block_rescale < 0:
+            raise InputError(f"bn and k_block_rescale must be >= 0, got {self.bn}, {self.k_block_rescale}")
+
+    def tile_rows(self, M: np.ndarray) -> np.ndarray:
+        """Rows per m-tile at each M (beyond the table: the last entry's tile)."""
+        limits = np.array([m for m, _ in self.m_tiles])
+        rows = np.array([t for _, t in self.m_tiles])
+        idx = np.minimum(np.searchsorted(limits, M, side="left"), len(rows) - 1)
+        return rows[idx]
+
+    def padded_m(self, M: np.ndarray) -> np.ndarray:
+        """M rounded up to whole m-tiles: the rows the kernel really computes."""
+        t = self.tile_rows(M)
+        return np.ceil(M / t) * t
+
+    def m_passes(self, M: np.ndarray) -> np.ndarray:
+        """How many m-tiles (each re-reads and re-converts the weights it covers)."""
+        return np.ceil(M / self.tile_rows(M))
+
+    def fixup_slots(self, M: np.ndarray, N: np.ndarray, sms: int) -> np.ndarray:
+        """Slots the busiest tile's owner sums: ceil(CTAs per m-tile / tiles per m-tile), 0 without stream-K."""
+        if not self.stream_k_ctas:
+            return np.zeros(np.shape(M))
+        limits = np.array([m for m, _ in self.stream_k_ctas])
+        per_sm = np.array([c for _, c in self.stream_k_ctas])[
+            np.minimum(np.searchsorted(limits, M, side="left"), len(limits) - 1)]
+        ctas = np.floor(sms * per_sm / self.m_passes(M))
+        tiles = np.ceil(N / self.bn) if self.bn else np.ones(np.shape(M))
+        return np.ceil(ctas / tiles)
+
+    def padded_n(self, N: np.ndarray) -> np.ndarray:
+        return np.ceil(N / self.bn) * self.bn if self.bn else np.asarray(N, dtype=np.float64)
+
+
+def m_tiles_from(rows_at: Any, batches: range = range(1, 257)) -> tuple[tuple[int, int], ...]:
+    """Compress a kernel's own tile function (M -> rows per tile) into the m_tiles table."""
+    out: list[tuple[int, int]] = []
+    for M in batches:
+        rows = int(rows_at(M))
+        if out and out[-1][1] == rows:
+            out[-1] = (M, rows)
+        else:
+            out.append((M, rows))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class GpuTerms:
+    """One GPU's figures for the kernel-aware terms (SI units) and where each came from."""
+
+    gpu_key: str
+    curve_bytes: np.ndarray
+    curve_time_s: np.ndarray
+    dequant_weights_per_s: dict[str, float]
+    fma_per_s: float  # FP32 FMA instructions per second (lanes): FLOP/s / 2
+    path_flops: dict[str, float]
+    sources: dict[str, str] = field(default_factory=dict)  # term -> "calibrated" | "datasheet"
+    sms: int = 132
+    l2_bytes_per_s: float = float("nan")  # L2 read bandwidth (split-tile slots go through L2)
+
+    @property
+    def fixed_s(self) -> float:
+        """The read curve at its smallest size: a kernel's fixed cost (launch in a graph, first bytes, drain)."""
+        return float(self.curve_time_s[0])
+
+    def read_time(self, nbytes: np.ndarray) -> np.ndarray:
+        """Seconds to read `nbytes` L2-cold: log-log interpolation of the curve, its last bandwidth beyond it."""
+        v = np.maximum(np.asarray(nbytes, dtype=np.float64), self.curve_bytes[0])
+        t = np.exp(np.interp(np.log(v), np.log(self.curve_bytes), np.log(self.curve_time_s)))
+        last_bw = (self.curve_bytes[-1] - self.curve_bytes[-2]) / (self.curve_time_s[-1] - self.curve_time_s[-2])
+        beyond = v > self.curve_bytes[-1]
+        return np.where(beyond, self.curve_time_s[-1] + (v - self.curve_bytes[-1]) / last_bw, t)
+
+    def asymptotic_bandwidth(self) -> float:
+        return float((self.curve_bytes[-1] - self.curve_bytes[-2]) / (self.curve_time_s[-1] - self.curve_time_s[-2]))
+
+
+def _curve(cal: Calibration | None) -> tuple[np.ndarray, np.ndarray] | None:
+    raw = getattr(cal, "read_curve", None) if cal is not None else None
+    if not raw:
+        return None
+    best: dict[float, float] = {}
+    for b, t in zip(raw["bytes"], raw["time_s"], strict=True):
+        if t > 0 and (b not in best or t < best[b]):
+            best[float(b)] = float(t)
+    if len(best) < 2:
+        return None
+    sizes = np.array(sorted(best))
+    times = np.maximum.accumulate(np.array([best[s] for s in sizes]))  # more bytes never read faster
+    return sizes, times
+
+
+def gpu_terms(gpu_key: str, cal: Calibration | None) -> GpuTerms:
+    """The kernel-aware figures of one GPU: calibrated where measured, datasheet otherwise (said in `sources`)."""
+    gpu = get_gpu(gpu_key)
+    sources: dict[str, str] = {}
+    curve = _curve(cal)
+    if curve is None:
+        sizes = np.geomspace(4096.0, 4.0 * 2**30, 24)
+        curve = sizes, DATASHEET_FIXED_S + sizes / gpu.bandwidth
+        sources["memory"] = "datasheet"
+    else:
+        sources["memory"] = "calibrated"
+    ceilings = cal.ceilings if cal is not None else {}
+
+    def measured(key: str) -> float:
+        v = ceilings.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else float("nan")
+
+    fp32 = measured("fp32_flops")
+    sources["fma"] = "calibrated" if np.isfinite(fp32) else "datasheet"
+    fp32 = fp32 if np.isfinite(fp32) else gpu.peak("fp32")
+    dq, dq_src = {}, []
+    for kind, instr in DEQUANT_INSTR_PER_WEIGHT.items():
+        rate = measured(f"dequant_{kind}_weights_per_s")
+        dq_src.append("calibrated" if np.isfinite(rate) else "datasheet")
+        dq[kind] = rate if np.isfinite(rate) else fp32 / 2.0 / instr
+    sources["alu"] = "calibrated" if all(s == "calibrated" for s in dq_src) else "datasheet"
+    flops, tc_src = {}, {}
+    for path, (keys, unit) in PATHS.items():
+        value = next((measured(k) for k in keys if np.isfinite(measured(k))), float("nan"))
+        tc_src[path] = "calibrated" if np.isfinite(value) else "datasheet"
+        flops[path] = value if np.isfinite(value) else gpu.ceiling(unit)[1]
+    sources["tensor"] = "calibrated" if all(s == "calibrated" for s in tc_src.values()) else "datasheet"
+    sources.update({f"tensor:{p}": s for p, s in tc_src.items()})
+    l2 = measured("l2_bytes_per_s")
+    sources["l2"] = "calibrated" if np.isfinite(l2) else "datasheet"
+    l2 = l2 if np.isfinite(l2) else DATASHEET_L2_OVER_DRAM * gpu.bandwidth
+    return GpuTerms(gpu.key, curve[0], curve[1], dq, fp32 / 2.0, flops, sources, gpu.sms, l2)

@@ -1,0 +1,89 @@
+"""`workbench quant-error` and `workbench recommend` through the CLI entry point: tables, CSV in SI units, and one-line
+errors with exit code 2 on bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.cli import main
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_quant_error_table_and_csv(capsys, tmp_path):
+    out_csv = tmp_path / "q.csv"
+    code, out, err = _run(capsys, "quant-error", "--shape", "128x512", "--format", "int4,fp8", "--group-size", "128",
+                          "--dist", "outliers", "--csv", str(out_csv))
+    assert code == 0, err
+    assert "int4 g128 zero int4" in out and "4.156" in out and "fp8 128x128 sym" in out
+    df = pd.read_csv(out_csv)
+    assert set(df["format"]) == {"int4", "fp8"} and (df["weight_error_rel"] > 0).all()
+    errors = df.set_index("label")["weight_error_rel"]
+    assert errors["int4 g128 zero int4"] < errors["int4 channel zero int4"] < errors["int4 tensor zero int4"]
+    assert df.loc[df["label"] == "int4 g128 sym", "bytes_per_weight"].iloc[0] == pytest.approx(0.5 + 2 / 128)
+
+
+def test_quant_error_real_matrix_to_stdout(capsys, tmp_path):
+    np.save(tmp_path / "w.npy", np.random.default_rng(0).standard_normal((64, 256)).astype(np.float16))
+    code, out, err = _run(capsys, "quant-error", "--weights", str(tmp_path / "w.npy"), "--format", "int8",
+                          "--csv", "-")
+    assert code == 0, err
+    assert out.startswith("label,format,granularity") and len(out.strip().splitlines()) == 1 + 3 * 7
+
+
+@pytest.mark.parametrize("argv", [
+    ("quant-error", "--dist", "uniform"),
+    ("quant-error", "--shape", "0x512"),
+    ("quant-error", "--shape", "abc"),
+    ("quant-error", "--format", "int3"),
+    ("quant-error", "--group-size", "x"),
+    ("quant-error", "--group-size", "-4"),
+    ("quant-error", "--weights", "/nonexistent/w.npy"),
+    ("quant-error", "--tensor", "a.weight"),
+    ("quant-error", "--dist", "outliers", "--rate", "2"),
+    ("quant-error", "--shape", "64x200", "--group-size", "128", "--format", "int4"),
+    ("quant-error", "--tokens", "0", "--shape", "64x256"),
+    ("recommend", "--gpu", "nope"),
+    ("recommend", "--gpu", "a100-sxm4-80gb"),
+    ("recommend", "--shape", "123x456"),
+    ("recommend", "--shape", "4096x4096", "--model", "llama-2-7b"),
+    ("recommend", "--model", "no-such-model"),
+    ("recommend", "--scheme", "int3"),
+    ("recommend", "--mode", "warm"),
+    ("recommend", "--max-error", "-1", "--error-shape", "64x256"),
+    ("recommend", "--weights", "/nonexistent/w.npy"),
+    ("recommend", "--data", "/nonexistent"),
+    ("recommend", "--model", "llama-2-7b", "--batch", "0"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv):
+    code, out, err = _run(capsys, *argv)
+    assert code == 2, (argv, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+
+
+def test_recommend_shape_and_model(capsys, tmp_path):
+    out_csv = tmp_path / "r.csv"
+    code, out, err = _run(capsys, "recommend", "--shape", "22016x4096", "--csv", str(out_csv))
+    assert code == 0, err
+    assert "measured: w4a16 up to " in out and "predicted:" in out
+    df = pd.read_csv(out_csv)
+    assert list(df["M"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256] and (df["time_s"] < 1e-3).all()
+    code, out, err = _run(capsys, "recommend", "--model", "llama-2-7b", "--batch", "1,64")
+    assert code == 0, err
+    assert "llama-2-7b on h200-sxm" in out and "qkv=" in out
+
+
+def test_recommend_accuracy_bound_excludes(capsys):
+    code, out, err = _run(capsys, "recommend", "--shape", "22016x4096", "--max-error", "0.05", "--error-shape",
+                          "256x1024", "--dist", "outliers")
+    assert code == 0, err
+    assert "w4a16" in out.splitlines()[0] and "(excluded)" in out.splitlines()[0]
+    table = out.split("\n\n", 1)[1]
+    assert " w4a16 " not in table.split("\n", 2)[2]

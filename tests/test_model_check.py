@@ -1,0 +1,88 @@
+"""`workbench model-check`, `model-fit` and `predict --tier kernel` on the shipped data: the kernel tier's numbers
+reach the exports, held-out files are predicted with the shipped parameters only, and bad input gets one line and
+exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from models.kernel_model import load_params
+from workbench.cli import main
+from workbench.kernel_tier import params_path
+
+ROOT = Path(__file__).resolve().parents[1]
+COLD = ROOT / "data" / "measurements" / "h200-sxm" / "sweep-cold.parquet"
+
+
+def run(capsys, *args):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_model_check_reports_every_view_and_tier(capsys, tmp_path):
+    code, out, err = run(capsys, "model-check", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    views = {(r["view"], r["tier"]) for r in rows if r["group"] == "all"}
+    assert {("in sample", t) for t in ("datasheet", "calibrated", "floor", "kernel")} <= views
+    assert ("LOSO", "kernel") in views
+    loso = next(r for r in rows if r["view"] == "LOSO" and r["group"] == "all")
+    insample = next(r for r in rows if r["view"] == "in sample" and r["tier"] == "kernel" and r["group"] == "all")
+    roof = next(r for r in rows if r["view"] == "in sample" and r["tier"] == "floor" and r["group"] == "all")
+    # out of sample is never better than in sample by more than noise, and both beat the pure roofline
+    assert loso["median_abs"] >= insample["median_abs"] - 0.005
+    assert loso["median_abs"] < roof["median_abs"] / 2
+    assert loso["n"] == insample["n"] > 100
+
+
+def test_holdout_is_predicted_with_the_shipped_parameters(capsys, tmp_path):
+    part = pd.read_parquet(COLD)
+    held = tmp_path / "held.parquet"
+    part[(part["N"] == 4096) & (part["K"] == 4096)].to_parquet(held)
+    csv = tmp_path / "points.csv"
+    code, out, err = run(capsys, "model-check", "--holdout", held, "--csv", csv)
+    assert code == 0, err
+    assert "holdout" in out and "Crossover" in out
+    pts = pd.read_csv(csv)
+    h = pts[pts["view"] == "holdout"]
+    assert set(zip(h["N"], h["K"], strict=True)) == {(4096, 4096)}
+    assert np.isfinite(h["time_kernel_s"]).all()
+
+
+def test_bad_inputs_one_line_exit_2(capsys, tmp_path):
+    for args in (("model-check", "--holdout", tmp_path / "missing.parquet"),
+                 ("model-check", "--csv", tmp_path / "x.txt"),
+                 ("model-check", "--data-dir", tmp_path / "nowhere"),
+                 ("model-fit", "--out", tmp_path / "p.txt")):
+        code, out, err = run(capsys, *args)
+        assert code == 2 and err.count("\n") == 1 and err.startswith("error: "), (args, err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_model_fit_writes_a_table_the_tier_reads(capsys, tmp_path):
+    out = tmp_path / "model" / "params.json"
+    code, _, err = run(capsys, "model-fit", "--out", out)
+    assert code == 0 and f"to {out}" in err
+    table = load_params(out)
+    shipped = load_params(params_path())
+    assert set(table.kernels) == set(shipped.kernels) and len(table.kernels) >= 25
+    assert table.provenance["gpus"] == ["h200-sxm"]
+
+
+def test_predict_kernel_tier_names_the_kernel_and_its_terms(capsys, tmp_path):
+    path = tmp_path / "k.csv"
+    code, out, err = run(capsys, "predict", "--tier", "kernel", "--scheme", "w4a16", "--scheme", "bf16",
+                         "--batch", "1,128", "--shape", "22016x4096", "--csv", path)
+    assert code == 0, err
+    df = pd.read_csv(path)
+    assert df["kernel_predicted"].notna().all() and (df["time_kernel_s"] > 0).all()
+    parts = df[["attr_fixed_s", "attr_fixup_s", "attr_memory_s", "attr_alu_s", "attr_tensor_s"]].sum(axis=1)
+    assert np.allclose(parts, df["time_kernel_s"])
+    assert (df["time_kernel_s"] >= df["time_calibrated_s"] * 0.9).all()  # never far below the speed of light
+    code, _, err = run(capsys, "predict", "--tier", "kernel", "--model", "llama-2-7b", "--rollup")
+    assert code == 2 and "kernel tier per layer" in err
