@@ -110,7 +110,20 @@ def _options(command: str) -> set[str]:
     return {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
 
 
-COMMANDS = ("predict", "gpus", "schemes", "export", "validate", "report", "profile", "calibrate", "env", "serve")
+def _valued_options(command: str) -> list[str]:
+    """The long options of `command` that take a value (from the click command typer builds)."""
+    cmd = click_command().commands[command]
+    return sorted(o for p in cmd.params if getattr(p, "param_type_name", "") == "option"
+                  and not getattr(p, "is_flag", False) and not getattr(p, "count", False)
+                  for o in p.opts if o.startswith("--"))
+
+
+def commands() -> list[str]:
+    """Every registered command: those with a valid base vector below get every kind of bad input; the others
+    (commands added later) get the kinds that need no valid vector: unknown options and options without a value."""
+    return sorted(click_command().commands)
+
+
 TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=24)
 INT_WORDS = ["", " ", "abc", "1.5", "1e3", "0x10", "nan", "inf", "-0", "٣", "1_000", "9" * 30, "9" * 5000, "+-1"]
 
@@ -227,9 +240,9 @@ def _inject(base: list[str], option: str, value: str) -> list[str]:
 def bad_invocation(draw) -> tuple[list[str], dict[str, str], str]:
     """(argv, environment, what was injected)."""
     values = bad_values_cached()
-    command = draw(st.sampled_from(COMMANDS))
-    base = BASE[command]
-    kinds = ["unknown option", "stray argument", "missing value"]
+    command = draw(st.sampled_from(commands()))
+    base = BASE.get(command, [command])
+    kinds = ["unknown option", "missing value"] + (["stray argument"] if command in BASE else [])
     if command in values:
         kinds += ["bad value"] * 4
     if command in POSITIONAL:
@@ -253,11 +266,7 @@ def bad_invocation(draw) -> tuple[list[str], dict[str, str], str]:
         else:
             argv = [*base, draw(TEXT.filter(lambda s: s and not s.startswith("-")))]
     elif kind == "missing value":
-        valued = sorted(o for o in _options(command) if o.startswith("--") and o not in (
-            "--help", "--hot", "--graph", "--no-graph", "--fresh", "--progress", "--no-progress", "--rollup",
-            "--debug", "--no-debug", "--wait"))
-        if command == "predict":
-            valued.remove("--data")
+        valued = _valued_options(command)
         argv = [*base, draw(st.sampled_from(valued))] if valued else [*base, "--frobnicate"]
     else:  # bad environment for serve
         var = draw(st.sampled_from(["WORKBENCH_PORT", "WORKBENCH_DATA", "WORKBENCH_HOST"]))
