@@ -45,9 +45,11 @@ def _profile(tmp_path: Path, out: Path, *extra: str) -> subprocess.Popen:
 
 
 def _planned(stdout: str) -> int:
+    """Points the sweep set out to store: planned, less those a runner refused ("skipped:") or that failed."""
     m = re.search(r", (\d+) points -> ", stdout)
     assert m, stdout
-    return int(m.group(1))
+    failed = re.search(r"^(\d+) points failed", stdout, re.M)
+    return int(m.group(1)) - stdout.count("\nskipped: ") - (int(failed.group(1)) if failed else 0)
 
 
 def _check_rows(out: Path, planned: int) -> None:
@@ -77,7 +79,7 @@ def test_second_sweep_on_the_same_gpu_and_file_is_refused(cp, tmp_path):
     assert first.returncode == 0, f_err
     assert second.returncode == 2 and s_err.count("\n") == 1, s_err
     assert "is in use by pid" in s_err and str(first.pid) in s_err and "Traceback" not in s_err
-    _check_rows(out, _planned(banner))
+    _check_rows(out, _planned(banner + f_out))
 
 
 def test_two_sweeps_started_at_once_with_wait_lose_nothing(cp, tmp_path):
@@ -89,7 +91,8 @@ def test_two_sweeps_started_at_once_with_wait_lose_nothing(cp, tmp_path):
     waited = [o for o, e in results if "waiting for" in e]
     assert len(waited) == 1, [e for _, e in results]  # exactly one waited for the other
     assert "resumed:" in waited[0]  # and then found every point already there: nothing measured twice
-    _check_rows(out, _planned(results[0][0]))
+    measured = [o for o, _ in results if o not in waited]
+    _check_rows(out, _planned(measured[0]))
 
 
 def test_points_measured_beside_another_gpu_process_are_flagged(cp, tmp_path):
