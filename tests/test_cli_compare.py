@@ -80,10 +80,10 @@ def test_export_other_tables_and_rollup(data_dir, tmp_path):
         (["export", "o.csv", "--gpu", "h900"], "unknown --gpu 'h900'"),
         (["export", "o.csv", "--shape", "4096by4096"], "malformed shape"),
         (["export", "o.csv", "--table", "nope"], "unknown --table"),
-        (["export", "o.txt"], "must end in .csv"),
+        (["export", "o.txt"], "must be a file name ending in .csv"),
         (["export", "o.csv", "--rollup", "gpt-9"], "unknown model"),
         (["validate", "--source", "guess"], "unknown --source"),
-        (["validate", "--hypotheses", "missing.toml"], "no such hypotheses file"),
+        (["validate", "--hypotheses", "missing.toml"], "missing.toml': no such file"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(data_dir, tmp_path, capsys, monkeypatch, args, needle):
@@ -134,3 +134,22 @@ def test_validate_html_and_report(data_dir, tmp_path):
 def test_shipped_chapter_hypotheses_validate_on_the_shipped_data():
     """The default files against the repo's data/: runs whatever is shipped; bad input would exit 2."""
     assert main(["validate", "--source", "measured"]) in (0, 1)
+
+
+def test_validate_table_fits_100_columns_and_never_splits_an_id(capsys, monkeypatch):
+    import re
+
+    from workbench.hypotheses import default_files, load_hypotheses
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["validate", "--source", "measured"]) in (0, 1)
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert max(len(line) for line in out.splitlines()) <= 100
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert rows and all(line.rstrip().endswith("│") for line in rows)  # not cropped at the right edge
+    from workbench.cli_compare import DATA_DIR
+
+    for h in load_hypotheses(default_files(DATA_DIR)):
+        if len(h.id) <= 40:
+            assert h.id in out, h.id  # whole, on one line

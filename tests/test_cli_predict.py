@@ -71,8 +71,8 @@ def test_gpus_and_schemes_commands(capsys):
     (["--model", "gpt-5"], "unknown model 'gpt-5'; valid: "),
     (["--shape", "4096x4100", "--scheme", "w4a16"], "not divisible by the group size 128"),
     (["--shape", "4096x4096", "--scheme", "w4a16", "--group-size", "100"], "not divisible by the group size 100"),
-    (["--batch", "0"], "M=0 must be a positive integer"),
-    (["--batch", "-4"], "must be a positive integer"),
+    (["--batch", "0"], "--batch 0 is out of range; give an integer in 1..65,536"),
+    (["--batch", "-4"], "--batch -4 is out of range"),
     (["--batch", "one"], "is not an integer"),
     (["--shape", "4096by4096"], "malformed shape"),
     (["--shape", "0x4096"], "malformed shape"),
@@ -94,8 +94,9 @@ def test_csv_into_a_missing_folder_is_created_and_bad_paths_fail_cleanly(capsys,
     (tmp_path / "afile").write_text("")
     code, _, err = run(capsys, "predict", "--batch", "1", "--csv", str(tmp_path / "afile" / "x.csv"))
     assert code == 2 and "cannot write" in err and err.count("\n") == 1 and "Traceback" not in err
-    code, _, err = run(capsys, "predict", "--batch", "1", "--csv", str(tmp_path))
-    assert code == 2 and "it is a folder" in err
+    (tmp_path / "d.csv").mkdir()
+    code, _, err = run(capsys, "predict", "--batch", "1", "--csv", str(tmp_path / "d.csv"))
+    assert code == 2 and "is a folder" in err
 
 
 def test_python_m_workbench_subprocess():
@@ -105,7 +106,7 @@ def test_python_m_workbench_subprocess():
     bad = subprocess.run([sys.executable, "-m", "workbench", "predict", "--shape", "22016x"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2
-    assert bad.stderr.strip().startswith("error: malformed shape") and bad.stderr.count("\n") == 1
+    assert bad.stderr.strip().startswith("error: --shape: malformed shape") and bad.stderr.count("\n") == 1
     assert "Traceback" not in bad.stderr
 
 
@@ -124,3 +125,26 @@ def test_model_and_predict_cli_import_no_gpu_or_ui_libraries():
             "bad = [m for m in ('cupy', 'pynvml', 'dash', 'plotly', 'torch') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=120).returncode == 0
+
+
+ANSI = __import__("re").compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "--model", "llama-2-7b", "--batch", "1,256"],
+    ["predict", "--gpu", "h200-sxm,a100-sxm-80gb", "--batch", "1"],
+    ["gpus"],
+    ["schemes"],
+])
+def test_tables_fit_a_100_column_terminal_without_breaking_names_or_numbers(capsys, monkeypatch, args):
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich treats the capture as a terminal of COLUMNS columns
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(args) == 0
+    out = ANSI.sub("", capsys.readouterr().out)
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert "…" not in out  # nothing cut short
+    if args[0] == "predict":
+        assert "22016×4096" in out and "3.85×" in out and "µs" in out
+        assert "gate_up" in out or "--model" not in args
+    if args[0] == "gpus":
+        assert "a100-pcie-40gb" in out and "1,979" in out

@@ -16,6 +16,7 @@ import pandas as pd
 import typer
 
 from models.errors import InputError
+from workbench import cli_args
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 TABLES = ("comparison", "speedups", "crossovers", "errors")
@@ -29,8 +30,7 @@ def load_comparison(data_dir: Path) -> tuple[pd.DataFrame, dict]:
     from workbench.compare import compare_points
     from workbench.store import load_measurements
 
-    if not Path(data_dir).is_dir():
-        raise InputError(f"{data_dir}: no such data directory; give --data DIR holding measurements/")
+    cli_args.data_dir(data_dir)
     measured = load_measurements(data_dir) if (Path(data_dir) / "measurements").is_dir() else None
     calibrations = load_calibrations(data_dir)
     if measured is None:
@@ -43,7 +43,6 @@ def load_comparison(data_dir: Path) -> tuple[pd.DataFrame, dict]:
 def _check_filters(comparison: pd.DataFrame, gpu, scheme, kernel, shape, batch) -> list[tuple[int, int]]:
     from models.hardware import load_gpus
     from models.schemes import SCHEME_NAMES
-    from models.workloads import parse_shape
     from workbench.hypotheses import known_kernels
 
     gpus = load_gpus()
@@ -57,10 +56,7 @@ def _check_filters(comparison: pd.DataFrame, gpu, scheme, kernel, shape, batch) 
     for k in kernel or []:
         if k not in known:
             raise InputError(f"unknown --kernel {k!r}; valid: {', '.join(sorted(known))}")
-    for m in batch or []:
-        if m < 1:
-            raise InputError(f"--batch {m} is not a batch size; give a positive integer")
-    return [tuple(parse_shape(s)) for s in shape or []]
+    return [cli_args.parse_shape(s) for s in shape or []]
 
 
 def filter_points(df: pd.DataFrame, *, gpu=None, scheme=None, kernel=None, shapes=None, batch=None) -> pd.DataFrame:
@@ -78,6 +74,25 @@ def filter_points(df: pd.DataFrame, *, gpu=None, scheme=None, kernel=None, shape
     if batch and "M" in df:
         keep &= df["M"].isin(batch)
     return df[keep].reset_index(drop=True)
+
+
+def explain_empty(comparison: pd.DataFrame, data: Path, **filters) -> str:
+    """Why a selection holds no rows: no measured points at all, or the filter(s) that match nothing alone."""
+    if not len(comparison):
+        return f"no measured points under {Path(data) / 'measurements'}; nothing to write"
+    column = {"gpu": "gpu_key", "scheme": "scheme", "kernel": "kernel", "batch": "M"}
+    reasons = []
+    for name, value in filters.items():
+        if not value:
+            continue
+        if not len(filter_points(comparison, **{name: value})):
+            option = "shape" if name == "shapes" else name
+            have = (sorted({f"{n}x{k}" for n, k in zip(comparison["N"], comparison["K"], strict=True)})
+                    if name == "shapes" else [str(v) for v in sorted(set(comparison[column[name]]))])
+            reasons.append(f"--{option} matches no measured point (the data holds {', '.join(have[:12])})")
+    if reasons:
+        return "; ".join(reasons) + "; nothing written"
+    return "no measured point matches all the filters together; nothing written"
 
 
 def _write_csv(frame: pd.DataFrame, out: str) -> None:
@@ -98,8 +113,10 @@ def _write_csv(frame: pd.DataFrame, out: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- commands
-GpuOpt = Annotated[list[str] | None, typer.Option("--gpu", help="GPU key(s), e.g. h200-sxm")]
-DataOpt = Annotated[Path, typer.Option("--data", help="data directory (measurements/, calibration/, hypotheses/)")]
+GpuOpt = Annotated[list[str] | None, typer.Option("--gpu", help="GPU key(s), repeatable or a comma list")]
+DataOpt = Annotated[  # str, not Path: Path("") is "." and an empty value must be refused, not read as the cwd
+    str, typer.Option("--data-dir", "--data", help="data directory (measurements/, calibration/, hypotheses/)")
+]
 
 
 def export(
@@ -110,10 +127,11 @@ def export(
     scheme: Annotated[list[str] | None, typer.Option("--scheme", help="scheme(s)")] = None,
     kernel: Annotated[list[str] | None, typer.Option("--kernel", help="kernel name(s)")] = None,
     shape: Annotated[list[str] | None, typer.Option("--shape", help="NxK weight shape(s)")] = None,
-    batch: Annotated[list[int] | None, typer.Option("--batch", help="batch size(s) M")] = None,
+    batch: Annotated[list[str] | None, typer.Option("--batch", "-M", help="batch sizes M (repeatable, comma list)")]
+    = None,
     baseline: Annotated[str, typer.Option("--baseline", help="speedup baseline: a kernel or a scheme")] = "cublas_bf16",
     mode: Annotated[str, typer.Option("--mode", help="cold | hot (for --rollup)")] = "cold",
-    data: DataOpt = DATA_DIR,
+    data: DataOpt = str(DATA_DIR),
 ) -> None:
     """Write the predicted-vs-measured comparison (or speedups, crossovers, error summary, model roll-up) as CSV."""
     from workbench.compare import error_summary, rollup_measured
@@ -123,8 +141,13 @@ def export(
         raise InputError(f"unknown --table {table!r}; valid: {', '.join(TABLES)}")
     if mode not in ("cold", "hot"):
         raise InputError(f"unknown --mode {mode!r}; valid: cold, hot")
-    if out != "-" and not out.endswith(".csv"):
-        raise InputError(f"output {out!r} must end in .csv (or be - for stdout)")
+    out = cli_args.csv_path(out, "output", allow_stdout=True)
+    for value, option in ((rollup, "--rollup"), (baseline, "--baseline")):
+        cli_args.nonempty(value, option)
+    gpu, scheme, kernel = (cli_args.split_list(v, o) for v, o in ((gpu, "--gpu"), (scheme, "--scheme"),
+                                                                   (kernel, "--kernel")))
+    batch = cli_args.parse_batches(batch, ())
+    data = cli_args.data_dir(data)
     comparison, calibrations = load_comparison(data)
     shapes = _check_filters(comparison, gpu, scheme, kernel, shape, batch)
     if rollup is not None:
@@ -135,7 +158,10 @@ def export(
                             calibrations=calibrations, mode=mode)
             for g in (gpu or [None])
         ]  # fmt: skip
-        _write_csv(pd.concat(frames, ignore_index=True), out)
+        result = pd.concat(frames, ignore_index=True)
+        if not len(result):
+            raise InputError(explain_empty(comparison, data, gpu=gpu, scheme=scheme, batch=batch))
+        _write_csv(result, out)
         return
     scoped = filter_points(comparison, gpu=gpu, shapes=shapes, batch=batch)
     if table == "comparison":
@@ -146,18 +172,32 @@ def export(
         sp = speedups(scoped, baseline) if len(scoped) else speedups(scoped)
         sp = filter_points(sp, scheme=scheme, kernel=kernel)
         result = sp if table == "speedups" else crossovers(sp)
+    if not len(result):
+        why = explain_empty(comparison, data, gpu=gpu, scheme=scheme, kernel=kernel, shapes=shapes, batch=batch)
+        raise InputError(f"{table}: {why}" if table != "comparison" else why)
     _write_csv(result, out)
 
 
-def _verdicts(data: Path, hypotheses: list[Path] | None, source: str, gpu: list[str] | None):
+def _verdicts(data: Path, hypotheses: list[str] | None, source: str, gpu: list[str] | None):
     from workbench.hypotheses import default_files, evaluate_all, load_hypotheses
 
     if source not in SOURCES:
         raise InputError(f"unknown --source {source!r}; valid: {', '.join(SOURCES)}")
+    gpu = cli_args.split_list(gpu, "--gpu")
+    data = cli_args.data_dir(data)
     files = list(hypotheses) if hypotheses else default_files(data)
     if not files:
         raise InputError(f"no hypothesis files in {Path(data) / 'hypotheses'}; give --hypotheses FILE")
+    files = [f if isinstance(f, Path) else str(f) for f in files]
+    for f in files:
+        if not str(f).strip() or not Path(f).is_file():
+            raise InputError(f"--hypotheses {str(f)!r}: no such file; give a TOML file of [[hypothesis]] tables")
+        if not Path(f).read_bytes().strip():
+            raise InputError(f"--hypotheses {f} is empty; it must hold at least one [[hypothesis]] table")
+    files = [Path(f) for f in files]
     hyps = load_hypotheses(files)
+    if not len(hyps):
+        raise InputError(f"no [[hypothesis]] tables in {', '.join(map(str, files))}; nothing to validate")
     comparison, _ = load_comparison(data)
     _check_filters(comparison, gpu, None, None, None, None)
     if gpu:
@@ -167,22 +207,29 @@ def _verdicts(data: Path, hypotheses: list[Path] | None, source: str, gpu: list[
 
 def _print_verdicts(results: pd.DataFrame) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from workbench.hypothesis_eval import format_number
 
     colors = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}
-    table = Table(title="hypotheses", show_lines=False)
-    for col in ("id", "gpu", "source", "verdict", "value [low, high]", "threshold", "deciding instance"):
-        table.add_column(col, overflow="fold")
+    # The id, threshold and deciding instance share one cell (three lines) so that a 100-column terminal holds the
+    # table: ids, GPU keys and verdicts never wrap; the evidence wraps at spaces.
+    table = Table(title="hypotheses", show_lines=True)
+    longest = int(results["id"].astype(str).str.len().max()) if len(results) else 10
+    table.add_column("hypothesis · threshold · deciding instance", ratio=1, overflow="fold", min_width=min(longest, 44))
+    for col in ("gpu", "source", "verdict"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("value [low, high]", no_wrap=False, max_width=20)
     for r in results.itertuples(index=False):
         unit = "%" if r.kind in ("model_error", "bandwidth") else ""
         value = format_number(r.value, unit)
         if pd.notna(r.low) and pd.notna(r.high) and r.low != r.high:
             value += f" [{format_number(r.low, unit)}, {format_number(r.high, unit)}]"
         verdict = f"[{colors[r.verdict]}]{r.verdict}[/]"
-        table.add_row(r.id, r.gpu_key or "—", r.source, verdict, value, r.threshold, r.detail)
-    console = Console(width=max(Console().width, 160))
+        what = f"[bold]{escape(str(r.id))}[/]\n{escape(str(r.threshold))}\n[dim]{escape(str(r.detail))}[/]"
+        table.add_row(what, r.gpu_key or "—", r.source, verdict, value)
+    console = Console() if Console().is_terminal else Console(width=100)
     console.print(table)
     counts = results["verdict"].value_counts()
     console.print(" · ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", "inconclusive")))
@@ -190,17 +237,19 @@ def _print_verdicts(results: pd.DataFrame) -> None:
 
 def validate(
     hypotheses: Annotated[
-        list[Path] | None, typer.Option("--hypotheses", help="TOML file(s); default data/hypotheses/*.toml")
+        list[str] | None, typer.Option("--hypotheses", help="TOML file(s); default data/hypotheses/*.toml")
     ] = None,
     source: Annotated[str, typer.Option("--source", help="measured | predicted | both")] = "both",
     html: Annotated[Path | None, typer.Option("--html", help="also write a self-contained HTML report")] = None,
     csv: Annotated[str | None, typer.Option("--csv", help="also write the verdicts as CSV")] = None,
     gpu: GpuOpt = None,
-    data: DataOpt = DATA_DIR,
+    data: DataOpt = str(DATA_DIR),
 ) -> None:
     """Evaluate the speedup hypotheses per GPU on measured data and on predictions; exit 1 when any fails."""
-    if html is not None and html.suffix.lower() not in (".html", ".htm"):
-        raise InputError(f"--html {html} must end in .html")
+    if html is not None:
+        cli_args.html_path(html, "--html")
+    if csv is not None:
+        cli_args.csv_path(csv, "--csv", allow_stdout=True)
     hyps, comparison, results, files = _verdicts(data, hypotheses, source, gpu)
     _print_verdicts(results)
     if csv is not None:
@@ -216,16 +265,15 @@ def validate(
 
 def report(
     out: Annotated[Path, typer.Argument(help="output .html file")],
-    hypotheses: Annotated[list[Path] | None, typer.Option("--hypotheses", help="TOML file(s)")] = None,
+    hypotheses: Annotated[list[str] | None, typer.Option("--hypotheses", help="TOML file(s)")] = None,
     source: Annotated[str, typer.Option("--source", help="measured | predicted | both")] = "both",
     gpu: GpuOpt = None,
-    data: DataOpt = DATA_DIR,
+    data: DataOpt = str(DATA_DIR),
 ) -> None:
     """Write one self-contained HTML page: the verdict table and the key figures (exit 0 whatever the verdicts)."""
     from workbench.report import write_report
 
-    if out.suffix.lower() not in (".html", ".htm"):
-        raise InputError(f"{out} must end in .html")
+    cli_args.html_path(out, "output")
     hyps, comparison, results, files = _verdicts(data, hypotheses, source, gpu)
     write_report(out, results, comparison, hyps, files)
     typer.echo(f"wrote {out}: {len(results)} verdicts", err=True)

@@ -16,7 +16,7 @@ import typer
 
 from models.errors import InputError
 from models.paths import data_dir
-from workbench import store
+from workbench import cli_args, locks, store
 from workbench.environment import Environment, detect, require_gpu
 from workbench.profiler import (
     DEFAULT_BATCHES,
@@ -38,9 +38,9 @@ DATA_DIR = data_dir()
 GROUP_SIZES = (32, 64, 128, 256)  # kernels.problems.GROUP_SIZES (kernels is not imported before the GPU is needed)
 
 
-def default_out(env: Environment, hot: bool) -> Path:
+def default_out(env: Environment, hot: bool, root: Path = DATA_DIR) -> Path:
     gpu = env.gpu_key or re.sub(r"[^a-z0-9]+", "-", env.gpu_name.lower()).strip("-") or "gpu"
-    return DATA_DIR / "measurements" / gpu / f"sweep-{'hot' if hot else 'cold'}.parquet"
+    return root / "measurements" / gpu / f"sweep-{'hot' if hot else 'cold'}.parquet"
 
 
 def _format_phases(result: SweepResult) -> str:
@@ -86,7 +86,8 @@ def profile(
     scheme: Annotated[list[str] | None, typer.Option("--scheme", "-s", help="scheme(s); default: all")] = None,
     kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", help="kernel name(s); default: all")] = None,
     exclude: Annotated[list[str] | None, typer.Option("--exclude", "-x", help="kernel name(s) to leave out")] = None,
-    batch: Annotated[list[int] | None, typer.Option("--batch", "-m", help="batch sizes M; default 1..256")] = None,
+    batch: Annotated[list[str] | None, typer.Option("--batch", "-M", "-m", help="batch sizes M (repeatable, comma "
+                                                    "list); default 1..256")] = None,
     shape: Annotated[list[str] | None, typer.Option("--shape", help="NxK weight shape, repeatable")] = None,
     model: Annotated[str | None, typer.Option("--model", help="an LLM's layers, e.g. llama-2-7b")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="output .parquet")] = None,
@@ -95,36 +96,52 @@ def profile(
     graph: Annotated[bool, typer.Option("--graph/--no-graph", help="replay a CUDA graph of launches")] = True,
     fresh: Annotated[bool, typer.Option("--fresh", help="discard what the output holds instead of resuming")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
-    calibration_dir: Annotated[Path, typer.Option("--calibration-dir")] = DATA_DIR / "calibration",
+    calibration_dir: Annotated[Path | None, typer.Option("--calibration-dir")] = None,
     group_size: Annotated[int | None, typer.Option(
         "--group-size", "-g", help=f"w4a16 group size G, one of {GROUP_SIZES} (default 128); kernels that cannot "
         "run it are skipped with the reason")] = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="all, or NVML indices/UUIDs (0,2)")] = None,
     split: Annotated[bool, typer.Option("--split", help="--gpus/--ray: share one plan between the GPUs")] = False,
     ray: Annotated[str | None, typer.Option("--ray", help="Ray address: local, auto, HOST:PORT")] = None,
+    data_root: Annotated[str, typer.Option("--data-dir", "--data", help="default --out and calibration root")]
+    = str(DATA_DIR),
+    wait: Annotated[bool, typer.Option("--wait", help="wait for a sweep holding this GPU or output to finish")]
+    = False,
 ) -> None:
     """Measure kernels x batches x shapes on this GPU; each point is appended as soon as it is measured."""
+    if not 0 < budget <= 3600:  # also refuses nan and inf
+        raise InputError(f"--budget {budget}: give seconds per point in (0, 3600], e.g. --budget 0.12")
     if group_size is not None and group_size not in GROUP_SIZES:
         raise InputError(f"--group-size {group_size}: accepted group sizes are {', '.join(map(str, GROUP_SIZES))}")
     cfg = TimingConfig(hot=hot, budget_s=budget, use_graph=graph).validate()
+    data_root = Path(cli_args.nonempty(data_root, "--data-dir"))
+    calibration_dir = calibration_dir or data_root / "calibration"
+    for value in shape or []:
+        cli_args.parse_shape(value)  # limits and malformed values, before the profiler's parser
+    cli_args.nonempty(model, "--model")
     shapes = parse_shapes(shape or [])
     if model:
         shapes += model_shapes(model)
     shapes = dedupe_shapes(shapes) if shapes else default_shapes()
     specs = select_kernels(scheme or [], kernel or [], exclude or [])
-    batches = list(batch or DEFAULT_BATCHES)
+    batches = cli_args.parse_batches(batch, DEFAULT_BATCHES)
     if out is not None:
         if out.suffix != ".parquet":
             raise InputError(f"--out {out}: give a file name ending in .parquet")
-        store.check_writable(out)
+        cli_args.check_out_path(out, "--out")  # creates nothing: no folder is made before a GPU is found
     if gpus or ray or split:  # several GPUs: workbench.cli_scale (one worker per GPU, each its own file)
         from workbench.cli_scale import profile_many
 
         return profile_many(specs, shapes, batches, cfg, gpus=gpus, split=split, ray=ray, out=out, fresh=fresh,
-                            calibration_dir=calibration_dir, default_out=default_out, data_dir=DATA_DIR,
-                            group_size=group_size)
+                            calibration_dir=calibration_dir,
+                            default_out=lambda env, hot: default_out(env, hot, data_root),
+                            data_dir=data_root, group_size=group_size)
     require_gpu()
     env = detect()
+    out = out or default_out(env, hot, data_root)
+    # this GPU and this output are ours until the command ends; taken before any CUDA context (a waiting sweep must
+    # not sit on the GPU): a second sweep is refused naming the holder, or waits with --wait
+    locks.hold_sweep(env.gpu_uuid, out, wait=wait, on_wait=lambda m: print(m, file=sys.stderr))
     points = plan(specs, shapes, batches, env.cc)
     if not points:
         cc = env.compute_capability
@@ -132,7 +149,6 @@ def profile(
     from workbench.environment import free_device_bytes
 
     check_memory(points, free_device_bytes(), env.l2_bytes, cfg)
-    out = out or default_out(env, hot)
     store.check_writable(out)
     from workbench.nvml import NvmlSampler
     from workbench.timing import CudaTimer
@@ -169,8 +185,11 @@ def calibrate(
     """Measure this GPU's ceilings (bandwidths, launch floor, FMA and mma.sync peaks, cuBLAS) and store them."""
     from workbench.calibrate import calibrate as run_calibration
 
+    require_gpu()  # before anything is created
+    env = detect()
+    locks.hold_sweep(env.gpu_uuid, None)  # no sweep may run beside the calibration (one line naming the holder)
     store.check_writable(out_dir / ".probe.json")
-    run_calibration(out_dir)
+    run_calibration(out_dir, env)
 
 
 def env() -> None:

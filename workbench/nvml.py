@@ -6,6 +6,7 @@ run goes on, the clock columns stay empty (NaN / "" / <NA>) and `NvmlSampler.war
 
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -46,6 +47,7 @@ class Sample:
     power_w: float
     temperature_c: float
     reasons: int
+    pids: tuple[int, ...] = ()  # compute processes on the GPU (nvmlDeviceGetComputeRunningProcesses), ours included
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class ClockSummary:
     temperature_max_c: float = float("nan")
     clock_reasons: str = ""
     throttled: bool | None = None  # None: unknown (no NVML)
+    other_processes: str = ""  # pids of other compute processes seen on the GPU during the point, "" if none
     n_samples: int = 0
 
     def columns(self) -> dict[str, Any]:
@@ -70,7 +73,17 @@ class ClockSummary:
             "temperature_max_c": self.temperature_max_c,
             "clock_reasons": self.clock_reasons,
             "throttled": self.throttled,
+            "other_processes": self.other_processes,
         }
+
+
+def other_pids(pids: set[int], own_pid: int | None = None) -> list[int]:
+    """The compute processes that are not this one. In a container NVML reports host pids, so when our pid is not
+    among them one of them is taken to be ours: others exist only if there are at least two."""
+    own = os.getpid() if own_pid is None else own_pid
+    if own in pids:
+        return sorted(pids - {own})
+    return sorted(pids) if len(pids) >= 2 else []
 
 
 def summarize(samples: list[Sample], calibration_sm_clock_hz: float = float("nan")) -> ClockSummary:
@@ -86,6 +99,7 @@ def summarize(samples: list[Sample], calibration_sm_clock_hz: float = float("nan
     clock_drop = calibration_sm_clock_hz == calibration_sm_clock_hz and min(sm) < (
         CLOCK_DROP_FRACTION * calibration_sm_clock_hz
     )
+    others = other_pids({p for s in samples for p in s.pids})
     return ClockSummary(
         sm_clock_min_hz=min(sm),
         sm_clock_median_hz=statistics.median(sm),
@@ -94,6 +108,7 @@ def summarize(samples: list[Sample], calibration_sm_clock_hz: float = float("nan
         temperature_max_c=max(s.temperature_c for s in samples),
         clock_reasons=",".join(names),
         throttled=bool(slowdown or clock_drop),
+        other_processes=",".join(map(str, others)),
         n_samples=len(samples),
     )
 
@@ -120,6 +135,20 @@ class NvmlDevice:
             self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         get = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
         self._reasons = get or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        self._pids: tuple[int, ...] = ()
+        self._pids_t = -1.0
+
+    def pids(self, max_age_s: float = 0.02) -> tuple[int, ...]:
+        """Pids of the compute processes on the GPU, read at most every `max_age_s` ("" on an NVML error)."""
+        now = time.perf_counter()
+        if now - self._pids_t >= max_age_s:
+            try:
+                procs = self._nv.nvmlDeviceGetComputeRunningProcesses(self.handle)
+                self._pids = tuple(sorted({int(p.pid) for p in procs}))
+            except Exception:  # not supported on this driver / in this container: nothing recorded
+                self._pids = ()
+            self._pids_t = now
+        return self._pids
 
     def read(self) -> Sample:
         nv, h = self._nv, self.handle
@@ -130,6 +159,7 @@ class NvmlDevice:
             power_w=nv.nvmlDeviceGetPowerUsage(h) / 1e3,
             temperature_c=float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
             reasons=int(self._reasons(h)),
+            pids=self.pids(),
         )
 
     def driver_version(self) -> str:

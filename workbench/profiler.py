@@ -23,6 +23,7 @@ from kernels.registry import KernelSpec
 from models.errors import InputError, unknown
 from workbench import store
 from workbench.environment import Environment
+from workbench.locks import point_flags
 from workbench.nvml import ClockSummary, NvmlSampler
 from workbench.schema import SCHEMA_VERSION
 from workbench.timing import PointTiming, TimingConfig, measure
@@ -299,6 +300,7 @@ def run_sweep(
                         log(f"note: {name}: timed eager back-to-back launches, not a CUDA graph ({why})")
                     row = make_row(env, p, timing, w.summary, run_id=run_id, mode=mode,
                                    calibration_sm_clock_hz=calibration_sm_clock_hz, group_size=group_of(p))
+                    row.update(point_flags(row, cfg.target_spread))  # spread above target / other processes
                     store.append_journal(jpath, row)
                     result.measured += 1
                     failures_in_row = 0

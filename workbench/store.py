@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from models.errors import InputError
+from workbench.locks import store_lock
 from workbench.schema import CALIBRATION_CEILINGS, MEASUREMENT_COLUMNS, SCHEMA_VERSION
 
 MEASUREMENT_SUFFIXES = (".parquet", ".csv")
@@ -199,7 +200,7 @@ def append_journal(path: str | Path, row: Mapping[str, Any]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps({k: _json_value(v) for k, v in row.items()}, allow_nan=False)
-    with open(path, "a", encoding="utf-8") as fh:
+    with store_lock(path), open(path, "a", encoding="utf-8") as fh:  # never between a fold's read and its unlink
         fh.write(line + "\n")
         fh.flush()
         os.fsync(fh.fileno())
@@ -227,10 +228,16 @@ def read_journal(path: str | Path) -> list[dict[str, Any]]:
 def fold_journal(path: str | Path) -> pd.DataFrame:
     """Merge the journal beside `path` into `path` (Parquet), remove the journal, return all rows.
 
-    Rows of the same point (POINT_KEY) keep the latest.
+    Rows of the same point (POINT_KEY) keep the latest. The read-merge-write runs under the journal's store lock,
+    so a row appended or written by another process is re-read, never dropped.
     """
     path = Path(path)
     jpath = journal_path(path)
+    with store_lock(jpath):
+        return _fold_locked(path, jpath)
+
+
+def _fold_locked(path: Path, jpath: Path) -> pd.DataFrame:
     frames = []
     if path.exists():
         frames.append(read_measurement_file(path))
