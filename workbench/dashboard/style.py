@@ -53,11 +53,29 @@ MEGA = 1e-6  # Hz -> MHz
 
 BASE_LAYOUT: dict[str, Any] = {
     "margin": {"l": 70, "r": 20, "t": 60, "b": 60},
-    "legend": {"orientation": "v", "x": 1.02, "y": 1, "xanchor": "left", "font": {"size": 11}},
+    "legend": {
+        "orientation": "v",
+        "x": 1.02,
+        "y": 1,
+        "xanchor": "left",
+        "font": {"size": 11},
+        "groupclick": "toggleitem",
+        "tracegroupgap": 8,
+    },
     "hoverlabel": {"font": {"size": 12}},
     "uirevision": "keep",
 }
 
+
+# every figure: no Plotly logo, no cloud "share" button; the camera button exports SVG, the buttons above each
+# figure export SVG or PNG (Plotly.downloadImage in the browser)
+GRAPH_CONFIG: dict[str, Any] = {
+    "displaylogo": False,
+    "showSendToCloud": False,
+    "showEditInChartStudio": False,
+    "modeBarButtonsToRemove": ["sendDataToCloud", "editInChartStudio"],
+    "toImageButtonOptions": {"format": "svg", "scale": 1},
+}
 
 WEBGL_ABOVE = 1500  # points per trace: SVG below (starts faster, no WebGL context), WebGL above
 
@@ -92,6 +110,31 @@ def kernel_styles(kernels: list[str], scheme_of: dict[str, str]) -> dict[str, tu
     return out
 
 
+def group(scheme: str, first: bool) -> dict[str, Any]:
+    """Legend grouping by scheme: every trace of a scheme in one group, the scheme's name as the group title."""
+    out: dict[str, Any] = {"legendgroup": scheme}
+    if first:
+        out["legendgrouptitle"] = {"text": scheme, "font": {"size": 12}}
+    return out
+
+
+class Grouper:
+    """Hands out `group(...)` kwargs, giving each scheme's title to its first trace only."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def __call__(self, scheme: str) -> dict[str, Any]:
+        first = scheme not in self.seen
+        self.seen.add(scheme)
+        return group(scheme, first)
+
+
+def kernel_symbols(kernels: list[str], scheme_of: dict[str, str]) -> dict[str, str]:
+    """A distinct marker symbol per kernel within its scheme (kernels share the scheme's colour; lines stay solid)."""
+    return {k: symbol for k, (_, symbol) in kernel_styles(kernels, scheme_of).items()}
+
+
 def log2_batch_axis(title: str = BATCH_AXIS) -> dict[str, Any]:
     return {"title": {"text": title}, "type": "log", "tickvals": BATCH_TICKS, "ticktext": [str(t) for t in BATCH_TICKS]}
 
@@ -124,6 +167,7 @@ class Panel:
     yaxis: dict[str, Any]
     title: str = ""
     shapes: list[dict[str, Any]] = field(default_factory=list)  # xref/yref "x"/"y" are rewritten to the cell's
+    annotations: list[dict[str, Any]] = field(default_factory=list)  # xref/yref "x"/"y" rewritten like shapes
 
 
 def compose(
@@ -168,6 +212,14 @@ def compose(
                     **shape,
                     "xref": shape.get("xref", "x").replace("x", xref, 1),
                     "yref": shape.get("yref", "y").replace("y", yref, 1),
+                }
+            )
+        for note in panel.annotations:
+            annotations.append(
+                {
+                    **note,
+                    "xref": note.get("xref", "x").replace("x", xref, 1),
+                    "yref": note.get("yref", "y").replace("y", yref, 1),
                 }
             )
         if panel.title:
