@@ -95,7 +95,7 @@ def time_panel(
     curves = dict(_ordered(predicted, "scheme"))
     same = _coinciding(curves, "time_s")
     for scheme, part in curves.items():
-        name = f"predicted ({tier})" + (f" = {same[scheme]}" if scheme in same else "")
+        name = f"{scheme} predicted ({tier})" + (f" = {same[scheme]}" if scheme in same else "")
         traces.append(
             _line(
                 part["M"],
@@ -115,7 +115,7 @@ def time_panel(
         x = part["M"].to_numpy()
         lo = part["p10_s"].to_numpy(dtype=float) * scale
         hi = part["p90_s"].to_numpy(dtype=float) * scale
-        label = "measured (best kernel)" if best else name
+        label = f"{scheme} measured (best kernel)" if best else name
         traces.append(
             dict(
                 type="scatter",
@@ -188,7 +188,7 @@ def speedup_panel(
             _line(
                 part["M"],
                 part["speedup"],
-                f"predicted ({tier})",
+                f"{scheme} predicted ({tier})",
                 scheme,
                 showlegend,
                 {"color": color, "dash": "dash", "width": 2},
@@ -204,7 +204,7 @@ def speedup_panel(
             _line(
                 part["M"],
                 part["speedup"],
-                "measured (best kernel)" if best else name,
+                f"{scheme} measured (best kernel)" if best else name,
                 scheme,
                 showlegend,
                 {"color": style.scheme_color(scheme), "dash": "solid", "width": 2},

@@ -72,7 +72,7 @@ def rollup_figure(rollup: pd.DataFrame, *, title: str, layers: pd.DataFrame | No
         measured = source == "measured"
         line = {"color": style.scheme_color(str(scheme)), "dash": "solid" if measured else "dash", "width": 2}
         mode = "lines+markers" if measured else "lines"
-        name = "measured (fastest kernel per layer)" if measured else "predicted"
+        name = f"{scheme} measured (fastest kernel per layer)" if measured else f"{scheme} predicted"
         kw = {k: v for k, v in grouper(str(scheme)).items() if k != "legendgroup"}
         left.append(_line(part["M"], part["time_per_token_s"].to_numpy() * style.MS, name, str(scheme), True, line,
                           f"<b>{scheme}</b> {name}<br>M=%{{x}} · %{{y:.4g}} ms per step<extra></extra>", mode=mode,

@@ -141,7 +141,7 @@ def measured_traces(
             ]
         )
         text = np.array((part["kernel"].astype("string") + " (" + scheme + ")").tolist(), dtype=str)
-        label = "measured (best kernel)" if best else f"{name}"
+        label = f"{scheme} measured (best kernel)" if best else f"{name}"
         traces.append(
             dict(
                 type=style.scatter_type(len(part)),
@@ -194,7 +194,7 @@ def predicted_traces(
                 x=part["intensity"].to_numpy(dtype=float),
                 y=part["flops"].to_numpy(dtype=float) / t * style.TERA,
                 mode="markers",
-                name=f"predicted ({tier})",
+                name=f"{scheme} predicted ({tier})",
                 showlegend=showlegend,
                 marker={"color": style.scheme_color(str(scheme)), "size": 10, "symbol": "circle-open",
                         "line": {"width": 1.6}},  # fmt: skip

@@ -111,11 +111,9 @@ def kernel_styles(kernels: list[str], scheme_of: dict[str, str]) -> dict[str, tu
 
 
 def group(scheme: str, first: bool) -> dict[str, Any]:
-    """Legend grouping by scheme: every trace of a scheme in one group, the scheme's name as the group title."""
-    out: dict[str, Any] = {"legendgroup": scheme}
-    if first:
-        out["legendgrouptitle"] = {"text": scheme, "font": {"size": 12}}
-    return out
+    """Legend grouping by scheme: every trace of a scheme in one group (entries stay together, a gap between groups;
+    each entry names its scheme, so no group title rows are added to the legend)."""
+    return {"legendgroup": scheme}
 
 
 class Grouper:

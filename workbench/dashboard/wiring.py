@@ -53,6 +53,7 @@ function(svg, png) {
 
 def wire(app: Any, state: cb.AppState, guard: Any) -> None:
     from dash import Input, Output, State, no_update
+    from dash.exceptions import PreventUpdate
 
     from workbench.dashboard.queries import BATCH_SIZES, MAX_BATCH
 
@@ -69,6 +70,8 @@ def wire(app: Any, state: cb.AppState, guard: Any) -> None:
     @safe
     def _views(*values: Any) -> Any:
         n = cb.N_CONTROLS
+        if values[n + 1] not in ids.FIGURES:  # a table tab is open: no figure to build
+            raise PreventUpdate
         figures = cb.visible_figures(state, values[n + 1], values[:n], values[n], values[n + 2])
         return [nothing(f) for f in figures]
 
