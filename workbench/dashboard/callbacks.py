@@ -197,8 +197,8 @@ def grid_rows(state: AppState, controls: tuple[Any, ...], tokens: Any) -> tuple[
         if rows.source == "measured"
         else "predicted points (no measurements for the selected GPUs)"
     )
-    note = f"{len(rows.shown)} rows: {what}. The CSV holds exactly the rows the grid's filters and sort keep (all pages)"
-    note += ", in SI units."
+    note = f"{len(rows.shown)} rows: {what}. The CSV holds exactly the rows the grid's filters and sort keep "
+    note += "(all pages), in SI units."
     if len(records) < len(rows.shown):
         note += f" The grid holds the first {len(records)}; narrow the selection to page through the rest."
     return records, table.grid_columns(rows.columns), note

@@ -122,7 +122,8 @@ def _controls(data: DashboardData, defaults: Defaults, init: dict[str, Any]) -> 
             ),
             _control(
                 "Shape N×K or model",
-                dcc.Dropdown(id=ids.SHAPE, options=opts["shapes"], value=init.get("shape", defaults.shape), clearable=False),
+                dcc.Dropdown(id=ids.SHAPE, options=opts["shapes"], value=init.get("shape", defaults.shape),
+                             clearable=False),  # fmt: skip
                 "220px",
             ),
             _control(
@@ -134,7 +135,8 @@ def _controls(data: DashboardData, defaults: Defaults, init: dict[str, Any]) -> 
             _control("Batch M range (type a batch size or drag)", _batch_control(lo, hi), "380px"),
             _control(
                 "Prediction tier",
-                dcc.RadioItems(id=ids.TIER, options=tier_options(data), value=init.get("tier", defaults.tier), inline=True),
+                dcc.RadioItems(id=ids.TIER, options=tier_options(data), value=init.get("tier", defaults.tier),
+                               inline=True),  # fmt: skip
                 "300px",
             ),
             _control(
@@ -188,8 +190,9 @@ def _views(view: str, compare: str) -> Any:
     figures = []
     for value in ids.TAB_VALUES:
         if value == "compare":
-            figures.append(_tab(value, [dcc.RadioItems(id=ids.COMPARE_VIEW, options=COMPARE_OPTIONS, value=compare,
-                                                       inline=True, className="compare-view"), _graph(value)]))  # fmt: skip
+            radio = dcc.RadioItems(id=ids.COMPARE_VIEW, options=COMPARE_OPTIONS, value=compare, inline=True,
+                                   className="compare-view")  # fmt: skip
+            figures.append(_tab(value, [radio, _graph(value)]))
         elif value == "hypotheses":
             figures.append(_tab(value, [_grid(ids.HYPOTHESES, "720px", 50)]))
         elif value == "table":

@@ -175,7 +175,8 @@ def grid_columns(columns: tuple[Column, ...]) -> list[dict]:
     specs = []
     for cid, header, _, _, decimals in columns:
         numeric = decimals is not None or cid in ("M", "N", "K")
-        spec = {"field": cid, "headerName": header, "filter": "agNumberColumnFilter" if numeric else "agTextColumnFilter"}
+        kind = "agNumberColumnFilter" if numeric else "agTextColumnFilter"
+        spec = {"field": cid, "headerName": header, "filter": kind}
         if numeric:
             spec["type"] = "rightAligned"
         if cid in ("gpu_key", "kernel"):

@@ -122,7 +122,8 @@ def wire(app: Any, state: cb.AppState, guard: Any) -> None:
 
     @app.callback(Output(ids.UPLOAD_STORE, "data"), Output(ids.UPLOAD_MESSAGE, "children"),
                   Output(ids.UPLOAD_MESSAGE, "className"), Input(ids.UPLOAD, "contents"),
-                  State(ids.UPLOAD, "filename"), State(ids.UPLOAD_STORE, "data"), prevent_initial_call=True)  # fmt: skip
+                  State(ids.UPLOAD, "filename"), State(ids.UPLOAD_STORE, "data"),
+                  prevent_initial_call=True)  # fmt: skip
     @safe
     def _upload(contents: Any, filename: Any, tokens: Any) -> Any:
         new_tokens, message = cb.upload(state, contents, filename, tokens)
