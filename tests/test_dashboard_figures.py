@@ -214,7 +214,7 @@ def test_rollup_figure_two_panels():
     )
     fig = fig_breakdown.rollup_figure(frame, title="t")
     assert len(fig.data) == 2
-    assert any("fastest kernel per layer" in a.text for a in fig.layout.annotations)
+    assert "measured = fastest kernel per layer" in fig.layout.title.text
     assert fig.data[0].y[0] == pytest.approx(4.0)  # ms
     assert fig.data[1].y[1] == pytest.approx(487.8)
     assert "ms" in fig.layout.yaxis.title.text and "tokens/s" in fig.layout.yaxis2.title.text

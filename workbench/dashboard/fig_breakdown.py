@@ -89,12 +89,14 @@ def rollup_figure(rollup: pd.DataFrame, *, title: str, layers: pd.DataFrame | No
     has_layers = layers is not None and not layers.empty
     if has_layers:
         panels.append(_layer_panel(layers, batch))
-    note = {
-        "text": f"{MEASURED_NOTE}; predicted = Σ layers × count (tier as selected)",
-        "xref": "paper", "yref": "paper", "x": 0, "y": -0.12, "xanchor": "left", "showarrow": False,
-        "font": {"size": 12, "color": "#374151"},
-    }  # fmt: skip
-    layout = {"title": {"text": title}, "annotations": [note], "barmode": "stack", "height": 900 if has_layers else 560}
+    lines = [*title.split("<br>"), f"{MEASURED_NOTE} (unmeasured layers left out of its bars); predicted = Σ over "
+             "layers of count × time"]  # fmt: skip
+    layout = {
+        "title": {"text": "<br>".join(lines), "font": {"size": 14}, "y": 0.99, "yanchor": "top"},
+        "margin": {"l": 90, "r": 20, "t": 60 + 20 * len(lines), "b": 60},
+        "barmode": "stack",
+        "height": 960 if has_layers else 600,
+    }
     if has_layers:
         return style.compose(panels, 2, 2, layout, hspace=0.1, vspace=0.16)
     return style.compose(panels, 1, 2, layout, hspace=0.1)

@@ -175,10 +175,9 @@ def _grid(component_id: str, height: str, page_size: int) -> Any:
         columnDefs=[],
         rowData=[],
         defaultColDef={"sortable": True, "filter": True, "resizable": True, "floatingFilter": True,
-                       "wrapHeaderText": True, "autoHeaderHeight": True, "minWidth": 90},  # fmt: skip
+                       "wrapHeaderText": True, "autoHeaderHeight": True, "width": 118, "minWidth": 70},  # fmt: skip
         dashGridOptions={"pagination": True, "paginationPageSize": page_size, "enableCellTextSelection": True,
                          "ensureDomOrder": True, "paginationPageSizeSelector": False},  # fmt: skip
-        columnSize="autoSize",
         style={"height": height, "width": "100%"},
         className="ag-theme-alpine",
     )

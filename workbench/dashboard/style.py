@@ -192,14 +192,14 @@ def compose(
         xref, yref = ("x", "y") if n == 1 else (f"x{n}", f"y{n}")
         x0 = c * (width + hspace)
         y1 = 1.0 - r * (height + vspace)
-        xaxis = {**panel.xaxis, "domain": [x0, x0 + width], "anchor": yref}
+        xaxis = {**panel.xaxis, "domain": [max(0.0, round(x0, 9)), min(1.0, round(x0 + width, 9))], "anchor": yref}
         if share_x and n > 1:
             xaxis["matches"] = "x"
         if share_x and r < rows - 1:
             xaxis["showticklabels"] = False
             xaxis.pop("title", None)
         out_layout["xaxis" if n == 1 else f"xaxis{n}"] = xaxis
-        yaxis = {**panel.yaxis, "domain": [y1 - height, y1], "anchor": xref}
+        yaxis = {**panel.yaxis, "domain": [max(0.0, round(y1 - height, 9)), min(1.0, round(y1, 9))], "anchor": xref}
         if share_y and n > 1:
             yaxis["matches"] = "y"
         out_layout["yaxis" if n == 1 else f"yaxis{n}"] = yaxis
