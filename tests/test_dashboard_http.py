@@ -49,19 +49,22 @@ def test_initial_callbacks_all_answer(app, client):
         status, body = call(client, app, key, values)
         assert status in (200, 204), key  # 204: a tab's table callback while another tab is open
         answered += status == 200
-    assert answered >= 3
+    assert answered >= 1  # the main callback: figure, status and query string in one answer
 
 
 def test_only_the_open_tab_is_computed(app, client):
     values = layout_values(app)
     status, body = call(client, app, _views_key(app), values)
-    assert status == 200 and list(body["response"]) == [ids.ROOFLINE]
+    figures = [k for k, v in body["response"].items() if "figure" in v]
+    assert status == 200 and figures == [ids.ROOFLINE] and ids.STATUS in body["response"]
     values[(ids.TABS, "value")] = "speedup"
     status, body = call(client, app, _views_key(app), values, [f"{ids.TABS}.value"])
-    assert list(body["response"]) == [ids.SPEEDUP]
+    assert [k for k, v in body["response"].items() if "figure" in v] == [ids.SPEEDUP]
+    assert ids.TABLE not in body["response"] and ids.HYPOTHESES not in body["response"]
     values[(ids.TABS, "value")] = "table"
-    status, _ = call(client, app, _views_key(app), values, [f"{ids.TABS}.value"])
-    assert status == 204  # no figure on the table tab
+    status, body = call(client, app, _views_key(app), values, [f"{ids.TABS}.value"])
+    assert not [k for k, v in body["response"].items() if "figure" in v]  # no figure on the table tab
+    assert body["response"][ids.TABLE]["rowData"] and "rows" in body["response"][ids.TABLE_COUNT]["children"]
 
 
 def test_url_follows_the_controls_and_the_layout_reads_it_back(app, client):
@@ -71,8 +74,7 @@ def test_url_follows_the_controls_and_the_layout_reads_it_back(app, client):
     values[(ids.GPUS, "value")] = ["h100-sxm", "h200-sxm"]
     values[(ids.PRIMARY, "value")] = "h200-sxm"
     values[(ids.TABS, "value")] = "time"
-    key = f"{ids.URL}.search"
-    status, body = call(client, app, key, values, [f"{ids.BATCH_LO}.value"])
+    status, body = call(client, app, _views_key(app), values, [f"{ids.BATCH_LO}.value"])
     search = body["response"][ids.URL]["search"]
     assert "m_lo=4" in search and "m_hi=64" in search and "gpus=h100-sxm,h200-sxm" in search and "view=time" in search
     restored = layout_values_for(app, client, search)
@@ -136,7 +138,6 @@ def test_figure_round_trip_follows_the_gpu(app, client):
     figure = body["response"][ids.TIME]["figure"]
     assert "L40S" in figure["layout"]["title"]["text"]
     assert figure["data"] and all("predicted" in t["name"] for t in figure["data"])
-    status, body = call(client, app, f"{ids.STATUS}.children", values)
     assert "predictions only" in str(body["response"][ids.STATUS]["children"])
 
 

@@ -1,9 +1,8 @@
 """`wire(app, state)`: every Dash callback of the page, each a thin shell over a plain function of `callbacks`.
 
-Per control change the browser sends: the one view callback (only the open tab's figure is built), the status line,
-the URL writer (the layout reads the query string back, so nothing loops), and the table/hypotheses callbacks, which
-answer "no update" unless their tab is open. The batch slider and boxes, and the figure export buttons, run in the
-browser (clientside).
+One control change is one request: the main callback builds only the open tab's figure (or grid) and returns it with
+the status line and the query string (the layout reads the query string back on a reload, so nothing loops). The
+batch slider and boxes, and the figure export buttons, run in the browser (clientside).
 """
 
 from __future__ import annotations
@@ -53,7 +52,6 @@ function(svg, png) {
 
 def wire(app: Any, state: cb.AppState, guard: Any) -> None:
     from dash import Input, Output, State, no_update
-    from dash.exceptions import PreventUpdate
 
     from workbench.dashboard.queries import BATCH_SIZES, MAX_BATCH
 
@@ -65,20 +63,32 @@ def wire(app: Any, state: cb.AppState, guard: Any) -> None:
     def nothing(value: Any) -> Any:
         return no_update if value is None else value
 
-    @app.callback([Output(c, "figure") for c in ids.FIGURES.values()], *controls, store, tab,
-                  Input(ids.COMPARE_VIEW, "value"))  # fmt: skip
-    @safe
-    def _views(*values: Any) -> Any:
-        n = cb.N_CONTROLS
-        if values[n + 1] not in ids.FIGURES:  # a table tab is open: no figure to build
-            raise PreventUpdate
-        figures = cb.visible_figures(state, values[n + 1], values[:n], values[n], values[n + 2])
-        return [nothing(f) for f in figures]
+    keyed = list(urlstate.KEYS.items())
+    main_outputs = [
+        *[Output(c, "figure") for c in ids.FIGURES.values()],
+        Output(ids.STATUS, "children"),
+        Output(ids.URL, "search"),
+        Output(ids.TABLE, "rowData"),
+        Output(ids.TABLE, "columnDefs"),
+        Output(ids.TABLE_COUNT, "children"),
+        Output(ids.HYPOTHESES, "rowData"),
+        Output(ids.HYPOTHESES, "columnDefs"),
+    ]
 
-    @app.callback(Output(ids.STATUS, "children"), *controls, store)
+    @app.callback(main_outputs, *controls, store, tab, Input(ids.COMPARE_VIEW, "value"), State(ids.URL, "search"))
     @safe
-    def _status(*values: Any) -> Any:
-        return cb.status(state, values[:-1], values[-1])
+    def _main(*values: Any) -> Any:
+        """Everything one control change needs, in one request: the open tab's figure (or grid), the status line
+        and the query string."""
+        n = cb.N_CONTROLS
+        controls_, tokens, view, compare, search = values[:n], values[n], values[n + 1], values[n + 2], values[n + 3]
+        figures = [nothing(f) for f in cb.visible_figures(state, view, controls_, tokens, compare)]
+        by_id = dict(zip(cb.CONTROLS, controls_, strict=True)) | {ids.TABS: view, ids.COMPARE_VIEW: compare}
+        query = urlstate.encode({key: by_id.get(cid) for key, (cid, _) in keyed})
+        table_out = cb.grid_rows(state, controls_, tokens) if view == "table" else (no_update,) * 3
+        hyp_out = cb.hypotheses_table(state, controls_[0], tokens) if view == "hypotheses" else (no_update,) * 2
+        status = cb.status(state, controls_, tokens)
+        return [*figures, status, query if query != search else no_update, *table_out, *hyp_out]
 
     @app.callback(Output(ids.GPUS, "options"), Output(ids.KERNELS, "options"), Output(ids.SHAPE, "options"),
                   Output(ids.BASELINE, "options"), store, prevent_initial_call=True)  # fmt: skip
@@ -92,22 +102,6 @@ def wire(app: Any, state: cb.AppState, guard: Any) -> None:
     def _primary(gpus: Any, primary: Any) -> Any:
         opts, value = cb.primary_choice(state, gpus, primary)
         return opts, (no_update if value == primary else value)
-
-    @app.callback(Output(ids.HYPOTHESES, "rowData"), Output(ids.HYPOTHESES, "columnDefs"), Input(ids.GPUS, "value"),
-                  store, tab)  # fmt: skip
-    @safe
-    def _hypotheses(gpus: Any, tokens: Any, view: Any) -> Any:
-        if view != "hypotheses":
-            return no_update, no_update
-        return cb.hypotheses_table(state, gpus, tokens)
-
-    @app.callback(Output(ids.TABLE, "rowData"), Output(ids.TABLE, "columnDefs"),
-                  Output(ids.TABLE_COUNT, "children"), *controls, store, tab)  # fmt: skip
-    @safe
-    def _table(*values: Any) -> Any:
-        if values[-1] != "table":
-            return no_update, no_update, no_update
-        return cb.grid_rows(state, values[: cb.N_CONTROLS], values[cb.N_CONTROLS])
 
     @app.callback(Output(ids.DOWNLOAD, "data"), Input(ids.DOWNLOAD_BUTTON, "n_clicks"),
                   *[State(c, "value") for c in cb.CONTROLS], State(ids.UPLOAD_STORE, "data"),
@@ -130,16 +124,6 @@ def wire(app: Any, state: cb.AppState, guard: Any) -> None:
         if new_tokens is None:
             return no_update, message, "upload-message"
         return new_tokens, message, "upload-message ok"
-
-    keyed = list(urlstate.KEYS.items())
-
-    @app.callback(Output(ids.URL, "search"), *[Input(cid, "value") for _, (cid, _) in keyed],
-                  State(ids.URL, "search"), prevent_initial_call=True)  # fmt: skip
-    @safe
-    def _url(*values: Any) -> Any:
-        """The query string follows the controls (the layout reads it back on a reload or a shared link)."""
-        encoded = urlstate.encode({key: value for (key, _), value in zip(keyed, values[:-1], strict=True)})
-        return encoded if encoded != values[-1] else no_update
 
     app.clientside_callback(
         BATCH_SYNC_JS % {"slider": ids.BATCH, "max": MAX_BATCH, "top": len(BATCH_SIZES) - 1},
