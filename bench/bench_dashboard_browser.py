@@ -36,29 +36,38 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disa
 FIRST_LOAD_LIMIT_S = 1.5
 CHANGE_P95_LIMIT_S = 0.300
 LEGEND_LIMIT = 12
-# in-page instrumentation: callbacks in flight and the time of the last change to any figure's DOM
+# in-page instrumentation: callbacks in flight, Plotly draws in flight, and the time the last of either finished
+# (Plotly.react / newPlot are wrapped when dcc.Graph's async chunk defines window.Plotly)
 PROBE = """
 (() => {
-  window.__pending = 0; window.__seen = 0; window.__last = 0;
+  window.__pending = 0; window.__seen = 0; window.__last = 0; window.__drawing = 0;
+  const done = () => { window.__last = Math.max(window.__last, performance.now()); };
   const orig = window.fetch;
   window.fetch = function(input, init) {
     const url = typeof input === 'string' ? input : (input && input.url) || '';
     const dash = url.includes('_dash-update-component');
     if (dash) { window.__pending++; window.__seen++; }
     const p = orig.apply(this, arguments);
-    if (dash) {
-      p.then(r => r.clone().text()).catch(() => null).finally(() => {
-        window.__pending--; window.__last = Math.max(window.__last, performance.now());
-      });
-    }
+    if (dash) { p.then(r => r.clone().text()).catch(() => null).finally(() => { window.__pending--; done(); }); }
     return p;
   };
-  new MutationObserver(() => { window.__last = performance.now(); })
-    .observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  let plotly;
+  Object.defineProperty(window, 'Plotly', {configurable: true, get() { return plotly; }, set(v) {
+    plotly = v;
+    for (const name of ['react', 'newPlot']) {
+      const fn = v[name];
+      v[name] = function() {
+        window.__drawing++;
+        const out = Promise.resolve(fn.apply(this, arguments));
+        out.finally(() => { window.__drawing--; requestAnimationFrame(done); });
+        return out;
+      };
+    }
+  }});
 })();
 """
 # idle: nothing in flight, 300 ms without a DOM change, and a callback was sent (or 1 s passed: a no-op action)
-IDLE = ("() => window.__pending === 0 && performance.now() - window.__last > 300"
+IDLE = ("() => window.__pending === 0 && window.__drawing === 0 && performance.now() - window.__last > 300"
         " && (window.__seen > %d || performance.now() - %f > 1000)")  # fmt: skip
 
 
@@ -100,7 +109,10 @@ def first_figure_s(page, url: str) -> float:
 
 
 def settle(page) -> None:
-    page.wait_for_function("() => window.__pending === 0 && performance.now() - window.__last > 300", timeout=120000)
+    page.wait_for_function(
+        "() => window.__pending === 0 && window.__drawing === 0 && performance.now() - window.__last > 300",
+        timeout=120000,
+    )
 
 
 def timed(page, action) -> float:
@@ -206,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
+    load0 = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-browser-") as tmp:
         root = Path(tmp)
         frame = synthetic_measurements(args.rows, gpus=("h200-sxm", "h100-sxm", "a100-sxm-80gb"), modes=("cold", "hot"))
@@ -238,9 +251,11 @@ def main(argv: list[str] | None = None) -> int:
             for proc in procs:
                 proc.terminate()
                 proc.wait(timeout=10)
+    load = os.getloadavg()
     lat = np.array([t for _, t in changes])
     p50, p95, mx = (float(np.percentile(lat, q)) for q in (50, 95, 100))
-    print(f"dataset: {len(frame)} measured-shaped rows (synthetic, temp dir); {CHROMIUM}; {os.cpu_count()} CPUs")
+    print(f"dataset: {len(frame)} measured-shaped rows (synthetic, temp dir); {CHROMIUM}; {os.cpu_count()} CPUs; "
+          f"load average at the start {load0[0]:.1f}, at the end {load[0]:.1f} (other users of the machine)")
     print(f"first load -> first figure drawn, {len(loads)} fresh pages: median {np.median(loads):.2f} s, "
           f"max {max(loads):.2f} s [limit {FIRST_LOAD_LIMIT_S} s]")  # fmt: skip
     print(f"control change -> idle, {len(lat)} changes: p50 {p50 * 1e3:.0f} ms, p95 {p95 * 1e3:.0f} ms, "

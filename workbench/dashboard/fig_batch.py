@@ -215,6 +215,7 @@ def speedup_panel(
                 **{k: v for k, v in grouper(scheme).items() if k != "legendgroup"},
             )
         )
+    labels: list[str] = []
     if not crossovers.empty:
         labels = (crossovers["label"].astype(str) + " (" + crossovers["kind"].astype(str) + ")").tolist()
         traces.append(
@@ -222,7 +223,7 @@ def speedup_panel(
                 type="scatter",
                 x=crossovers["M"].to_numpy(dtype=float),
                 y=np.ones(len(crossovers)),
-                mode="markers+text",
+                mode="markers",
                 name="crossover (first M with speedup ≤ 1)",
                 legendgroup="crossover",
                 showlegend=showlegend,
@@ -233,8 +234,6 @@ def speedup_panel(
                     "color": [style.scheme_color(str(s)) for s in crossovers["scheme"]],
                 },
                 text=np.array(labels, dtype=str),
-                textposition=["top center" if i % 2 == 0 else "bottom center" for i in range(len(labels))],
-                textfont={"size": 10},
                 hovertemplate="<b>crossover</b> %{text}<br>first M with speedup ≤ 1: %{x}<extra></extra>",
             )
         )
@@ -248,8 +247,14 @@ def speedup_panel(
         "y1": 1.0,
         "line": {"color": "#444", "width": 1},
     }
+    notes = []
+    if not crossovers.empty:  # each crossover labelled on the chart with its kernel, staggered so none overlap
+        for i, (m, text) in enumerate(zip(crossovers["M"].to_numpy(dtype=float), labels, strict=True)):
+            notes.append({"x": float(np.log10(m)), "y": 0.0, "text": text, "showarrow": True, "arrowhead": 0,
+                          "ax": 0, "ay": (-1) ** i * (24 + 16 * (i // 2)), "font": {"size": 10},
+                          "bgcolor": "rgba(255,255,255,0.85)"})  # fmt: skip
     yaxis = {"type": "log", "title": {"text": f"speedup over {baseline} (×)"}}
-    return style.Panel(traces, style.log2_batch_axis(), yaxis, title, shapes=[one])
+    return style.Panel(traces, style.log2_batch_axis(), yaxis, title, shapes=[one], annotations=notes)
 
 
 def time_figure(
