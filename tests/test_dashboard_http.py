@@ -174,3 +174,17 @@ def test_fuzzed_callback_requests_never_give_a_500(app, client):
     assert sum(codes.values()) == 300
     status, body = call(client, app, _views_key(app), values)
     assert status == 200 and body["response"][ids.ROOFLINE]["figure"]["data"]
+
+
+def test_a_request_over_the_cap_gets_the_upload_message(app, client):
+    """Over Flask's request cap the page used to show nothing: the answer is now the upload message."""
+    limit = app.server.config["MAX_CONTENT_LENGTH"]
+    app.server.config["MAX_CONTENT_LENGTH"] = 2000
+    try:
+        body = b'{"output": "x", "inputs": [{"id": "upload", "value": "' + b"A" * 4000 + b'"}]}'
+        resp = client.post("/_dash-update-component", data=body, content_type="application/json")
+    finally:
+        app.server.config["MAX_CONTENT_LENGTH"] = limit
+    assert resp.status_code == 200
+    message = resp.get_json()["response"][ids.UPLOAD_MESSAGE]["children"]
+    assert "over the 20 MB limit" in message
