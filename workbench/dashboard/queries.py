@@ -165,8 +165,9 @@ def make_selection(
     shape_text = shape if isinstance(shape, str) and shape else d.shape
     if not valid_shape(data, shape_text):
         shape_text = d.shape
+    gpu_list = gpu_list or d.gpus
     return Selection(
-        gpus=gpu_list or d.gpus,
+        gpus=gpu_list,
         schemes=tuple(s for s in _strings(schemes) if s in SCHEME_NAMES),
         kernels=_strings(kernels),
         shape=shape_text,
@@ -175,7 +176,8 @@ def make_selection(
         baseline=baseline if isinstance(baseline, str) and baseline and len(baseline) <= 200 else d.baseline,
         tier=_one(tier, TIER_COLUMNS, "datasheet"),
         mode=_one(mode, ("cold", "hot"), "cold"),
-        chosen_primary=primary if isinstance(primary, str) else "",
+        # normalised to the GPU drawn, so equal views have equal selections (and share the figure cache)
+        chosen_primary=primary if isinstance(primary, str) and primary in gpu_list else (gpu_list or ("",))[0],
         best=kernel_view != "all",
     )
 
