@@ -77,11 +77,10 @@ GRAPH_CONFIG: dict[str, Any] = {
     "toImageButtonOptions": {"format": "svg", "scale": 1},
 }
 
-WEBGL_ABOVE = 1500  # points per trace: SVG below (starts faster, no WebGL context), WebGL above
-
-
 def scatter_type(n_points: int) -> str:
-    return "scattergl" if n_points > WEBGL_ABOVE else "scatter"
+    """Always SVG scatter: the page's plotly.js is the cartesian bundle (no WebGL traces), and the views reduce the
+    points they draw (newest run of each point, best kernel per scheme) to far below where WebGL would pay off."""
+    return "scatter"
 
 
 def scheme_color(scheme: str) -> str:
