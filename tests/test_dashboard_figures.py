@@ -277,3 +277,15 @@ def test_error_heatmap_ticks_span_the_range_and_small_errors_show():
     assert ticks[-1].startswith("≥") or "128" in ticks[-1] or "152" in ticks[-1]
     z07 = float(np.log2(0.7))
     assert abs(z07) / max(abs(heat.zmin), abs(heat.zmax)) >= 0.15  # 0.7× is visibly coloured, not neutral
+
+
+def test_clocks_figure_keeps_the_newest_points_and_says_so():
+    n = fig_diagnostics.CLOCK_POINTS + 10
+    frame = pd.DataFrame({
+        "timestamp": [f"2026-12-02T10:{i // 60:02d}:{i % 60:02d}Z" for i in range(n)], "M": 1, "N": 1, "K": 1,
+        "sm_clock_min_hz": 1.9e9, "sm_clock_median_hz": 1.98e9, "mem_clock_median_hz": 3.2e9, "power_median_w": 400.0,
+        "temperature_max_c": 50.0, "clock_reasons": "", "throttled": False, "kernel": "k", "gpu_key": "g",
+    })  # fmt: skip
+    fig = fig_diagnostics.clocks_figure(frame, title="t")
+    assert len(fig.data[0].x) == fig_diagnostics.CLOCK_POINTS
+    assert f"newest {fig_diagnostics.CLOCK_POINTS} of {n} points" in fig.layout.title.text

@@ -62,6 +62,7 @@ def error_heatmap(frame: pd.DataFrame, *, tier: str, title: str):
     return style.make_figure([heat], layout)
 
 
+CLOCK_POINTS = 2000  # per panel
 _CLOCK_PANELS = (
     ("sm_clock_median_hz", "SM clock (MHz)", style.MEGA),
     ("mem_clock_median_hz", "memory clock (MHz)", style.MEGA),
@@ -74,6 +75,9 @@ def clocks_figure(measured: pd.DataFrame, *, title: str):
     if measured.empty:
         return style.empty_figure("No measured points for this selection (predictions only).", title)
     frame = measured.sort_values(["timestamp"], kind="stable").reset_index(drop=True)
+    total = len(frame)
+    if total > CLOCK_POINTS:  # SVG markers: the newest points, the title says how many of how many
+        frame = frame.iloc[total - CLOCK_POINTS :].reset_index(drop=True)
     if frame[[c for c, _, _ in _CLOCK_PANELS]].isna().all().all():
         return style.empty_figure("These measurements carry no NVML clock samples.", title)
     x = np.arange(len(frame))
@@ -141,5 +145,6 @@ def clocks_figure(measured: pd.DataFrame, *, title: str):
         xaxis = {"title": {"text": "measured point (run order)"}}
         panels.append(style.Panel(traces, xaxis, {"title": {"text": axis}}))
     n_thr = int(throttled.sum())
-    layout = {"title": {"text": f"{title} — {len(frame)} points, {n_thr} throttled"}, "height": 640}
+    shown = f"newest {len(frame)} of {total} points" if total > len(frame) else f"{len(frame)} points"
+    layout = {"title": {"text": f"{title} — {shown}, {n_thr} throttled"}, "height": 640}
     return style.compose(panels, 3, 1, layout, vspace=0.06, share_x=True)
