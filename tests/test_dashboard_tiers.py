@@ -112,3 +112,14 @@ def test_selection_drops_values_of_the_wrong_type(plain, junk):
     assert sel.gpus and sel.primary in sel.gpus and sel.shape and 1 <= sel.m_lo <= sel.m_hi <= 4096
     assert sel.tier in roofline.TIERS and sel.mode in ("cold", "hot")
     assert sel.gpus == (("h200-sxm",) if isinstance(junk, list) and "h200-sxm" in junk else d.gpus)
+
+
+def test_error_view_of_a_tier_without_its_ratio_column(plain, kernel_tier):
+    from workbench.compare import latest_points
+
+    data = _with_kernel_columns(plain)
+    cmp = data.comparison.drop(columns=["ratio_kernel"])
+    data = replace(data, comparison=cmp, latest=latest_points(cmp))
+    fig = callbacks.view_figure(AppState(data), "error", _controls(data), [])
+    assert "Model error (kernel)" in fig.layout.title.text
+    assert np.allclose(np.asarray(fig.data[0].customdata, dtype=float)[np.isfinite(fig.data[0].customdata)], 0.9)

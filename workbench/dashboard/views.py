@@ -359,13 +359,15 @@ def speedup_view(data: DashboardData, frames: Frames, sel: Selection):
 def error_view(data: DashboardData, frames: Frames, sel: Selection):
     """predicted / measured per kernel × batch (median over the selected shapes) for the primary GPU."""
     gpu = sel.primary
-    tier = effective_tier(data, gpu, sel.tier)
+    tier = effective_tier(data, gpu, sel.tier, frames.latest)
     cmp = select_measured(frames.latest, data, sel, (gpu,))
+    ratio = (cmp[f"ratio_{tier}"] if f"ratio_{tier}" in cmp.columns
+             else cmp[TIER_COLUMNS[tier]] / cmp["time_measured_s"])  # fmt: skip
     frame = pd.DataFrame(
         {
             "label": cmp["kernel"].astype(str) + " (" + cmp["scheme"].astype(str) + ")",
             "M": cmp["M"],
-            "ratio": cmp[f"ratio_{tier}"],
+            "ratio": ratio,
         }
     )
     return fig_diagnostics.error_heatmap(frame, tier=tier, title=_title(data, gpu, f"Model error ({tier})", sel))
