@@ -25,7 +25,7 @@ def layout_values(app: Any) -> dict[tuple[str, str], Any]:
                 values[(cid, prop)] = value
         walk(props.get("children"))
 
-    walk(app.layout)
+    walk(app.layout() if callable(app.layout) else app.layout)
     return values
 
 
@@ -63,4 +63,8 @@ def call(client: Any, app: Any, key: str, values: dict[tuple[str, str], Any], ch
 
 def initial_callbacks(app: Any) -> list[str]:
     """The callbacks the browser fires on page load (all but prevent_initial_call ones)."""
-    return [c["output"] for c in app._callback_list if not c.get("prevent_initial_call")]
+    return [
+        c["output"]
+        for c in app._callback_list
+        if not c.get("prevent_initial_call") and not c.get("clientside_function")
+    ]

@@ -27,8 +27,8 @@ def state(tmp_path_factory):
 def _controls(state, **over):
     d = default_selection(state.data)
     values = {
-        "gpus": list(d.gpus), "schemes": list(d.schemes), "kernels": [], "shape": d.shape, "batch": [0, 8],
-        "baseline": d.baseline, "tier": d.tier, "mode": d.mode,
+        "gpus": list(d.gpus), "primary": None, "schemes": list(d.schemes), "kernels": [], "kernel_view": "all",
+        "shape": d.shape, "m_lo": 1, "m_hi": 256, "baseline": d.baseline, "tier": d.tier, "mode": d.mode,
     }  # fmt: skip
     values.update(over)
     return tuple(values.values())
@@ -51,17 +51,24 @@ def test_every_view_draws_for_the_defaults(state, view):
     assert "H200" in fig.layout.title.text or view == "compare"
 
 
+def test_attribution_without_kernel_aware_columns_says_so(state):
+    fig = callbacks.view_figure(state, "attribution", _controls(state), [])
+    assert not fig.data and "no kernel-aware prediction in this data" in fig.layout.annotations[0].text
+
+
 def test_selection_changes_the_figure(state):
     bf16 = callbacks.view_figure(state, "time", _controls(state, schemes=["bf16"]), [])
     both = callbacks.view_figure(state, "time", _controls(state, schemes=["bf16", "w4a16"]), [])
     names = {t.name for t in both.data} - {t.name for t in bf16.data}
-    assert "gemv_w4a16 measured" in names and "w4a16 predicted (datasheet)" in names
-    assert all("w4a16" not in (t.name or "") for t in bf16.data)
+    assert "gemv_w4a16" in names
+    groups = {t.legendgroup for t in both.data} - {t.legendgroup for t in bf16.data}
+    assert groups == {"w4a16"}
+    assert all("w4a16" not in (t.name or "") + (t.legendgroup or "") for t in bf16.data)
 
 
 def test_batch_range_limits_points(state):
-    fig = callbacks.view_figure(state, "time", _controls(state, batch=[2, 4]), [])
-    measured = [t for t in fig.data if (t.name or "").endswith("measured")]
+    fig = callbacks.view_figure(state, "time", _controls(state, m_lo=4, m_hi=16), [])
+    measured = [t for t in fig.data if (t.mode or "") == "lines+markers"]
     assert measured and all(set(t.x) <= {4, 8, 16} for t in measured)
 
 
@@ -71,9 +78,9 @@ def test_gpu_without_measurements_shows_predictions_and_says_so(state):
     assert fig.data and all("predicted" in t.name for t in fig.data)
     lines = [div.children for div in callbacks.status(state, controls, [])]
     assert any("No measurements" in line and "predictions only" in line for line in lines)
-    records, columns, _, note = callbacks.table_page(state, controls, [], 0, 20, None, None)
+    records, columns, note = callbacks.grid_rows(state, controls, [])
     assert records and "predicted points" in note
-    assert {c["id"] for c in columns} >= {"t_sheet_us", "traffic_mb"}
+    assert {c["field"] for c in columns} >= {"t_sheet_us", "traffic_mb"}
 
 
 def test_speedup_marks_measured_and_predicted_crossovers(state):
@@ -81,6 +88,8 @@ def test_speedup_marks_measured_and_predicted_crossovers(state):
     marks = next(t for t in fig.data if t.name.startswith("crossover"))
     kinds = {label.rsplit("(", 1)[1].rstrip(")") for label in marks.text}
     assert kinds == {"measured", "predicted"}
+    measured_labels = {label.rsplit(" (", 1)[0] for label in marks.text if label.endswith("(measured)")}
+    assert measured_labels <= {"gemv_w4a16", "gemv_bf16"} and measured_labels  # the crossover names its kernel
     assert any("ideal" in t.name for t in fig.data)
 
 
@@ -91,20 +100,26 @@ def test_model_selection_rolls_up(state):
     assert "llama-2-7b" in roll.layout.title.text and len(roll.data) >= 2
 
 
-def test_table_filter_sort_page_and_csv_are_the_same_rows(state):
+def test_grid_filter_sort_and_csv_are_the_same_rows(state):
     controls = _controls(state)
-    sort = [{"column_id": "t_meas_us", "direction": "desc"}]
-    query = "{M} >= 16 && {kernel} contains w4"
-    records, columns, pages, note = callbacks.table_page(state, controls, [], 0, 3, sort, query)
-    assert pages == 2 and note.startswith("5 rows")
-    times = [r["t_meas_us"] for r in records]
-    assert times == sorted(times, reverse=True) and all(r["kernel"] == "gemv_w4a16" for r in records)
-    payload = callbacks.download_csv(state, controls, [], sort, query)
+    column_state = [{"colId": "t_meas_us", "sort": "desc", "sortIndex": 0}, {"colId": "M", "sort": None}]
+    filter_model = {"M": {"filterType": "number", "type": "greaterThanOrEqual", "filter": 16},
+                    "kernel": {"filterType": "text", "type": "contains", "filter": "w4"}}  # fmt: skip
+    records, columns, note = callbacks.grid_rows(state, controls, [])
+    assert records and "rows" in note and {"t_meas_us", "kernel"} <= {c["field"] for c in columns}
+    payload = callbacks.download_csv(state, controls, [], filter_model, column_state)
     csv = pd.read_csv(io.StringIO(payload["content"]))
-    assert len(csv) == 5 and list(csv["M"]) == [256, 128, 64, 32, 16]
-    assert csv["time_measured_s"].iloc[0] == pytest.approx(records[0]["t_meas_us"] * 1e-6, rel=1e-3)
+    assert len(csv) == 5 and list(csv["M"]) == [256, 128, 64, 32, 16] and set(csv["kernel"]) == {"gemv_w4a16"}
     assert csv["time_measured_s"].max() < 1e-2  # raw seconds, not µs
     assert "time_measured_s" in csv.columns and "achieved_bytes_per_s" in csv.columns
+
+
+def test_grid_filter_translation_refuses_what_it_cannot_express():
+    query, ignored = table.grid_filter({"M": {"filterType": "number", "type": "inRange", "filter": 1, "filterTo": 4},
+                                        "kernel": {"filterType": "text", "type": "equals", "filter": "a"},
+                                        "bad col": {"type": "equals", "filter": 1}, "N": "x"})  # fmt: skip
+    assert query == '{kernel} = "a"' and set(ignored) == {"M", "bad col", "N"}
+    assert table.grid_filter(None) == ("", ()) and table.grid_sort("nope") == []
 
 
 def test_table_filter_ignores_what_it_cannot_read():
@@ -119,24 +134,26 @@ def test_upload_rejects_bad_files_with_a_message(state):
     tokens, message = callbacks.upload(state, _upload_contents(b"not,a\nmeasurement,file\n"), "bad.csv", [])
     assert tokens is None and "rejected" in message and "bad.csv" in message
     tokens, message = callbacks.upload(state, _upload_contents(b"\x80\x04pickle"), "evil.pkl", [])
-    assert tokens is None and ".parquet or .csv" in message
+    assert tokens is None and ".parquet or .csv" in message and "unsupported file type (.pkl)" in message
+    tokens, message = callbacks.upload(state, _upload_contents(b"hello"), "notes.txt", [])
+    assert tokens is None and "unsupported file type (.txt)" in message
     tokens, message = callbacks.upload(state, "data:;base64,@@@", "x.csv", [])
     assert tokens is None and "decoded" in message
-    big = _upload_contents(b"0" * (callbacks.UPLOAD_LIMIT_BYTES + 1))
+    big = _upload_contents(b"0" * (callbacks.UPLOAD_LIMIT_BYTES + 4096))
     tokens, message = callbacks.upload(state, big, "big.csv", [])
-    assert tokens is None and "limit" in message
+    assert tokens is None and "over the 20 MB upload limit" in message and "20.0 MB" in message
 
 
 def test_upload_of_a_profiler_file_joins_the_session(state):
     frame = synthetic_measurements(gpus=("h100-sxm",), seed=3)
     raw = frame.to_csv(index=False).encode()
     tokens, message = callbacks.upload(state, _upload_contents(raw), "h100.csv", [])
-    assert tokens and "Added h100.csv" in message
+    assert tokens and "Added h100.csv" in message and "beside the shipped data" in message
     controls = _controls(state, gpus=["h100-sxm"])
     lines = [div.children for div in callbacks.status(state, controls, tokens)]
     assert any("measured points" in line for line in lines) and any("h100.csv" in line for line in lines)
     fig = callbacks.view_figure(state, "time", controls, tokens)
-    assert any((t.name or "").endswith("measured") for t in fig.data)
+    assert any((t.name or "").endswith("@h100.csv") for t in fig.data)  # the source is named on the chart
     gpus, kernels, _, _ = callbacks.options(state, tokens)
     assert any(o["value"] == "h100-sxm" and "measured" in o["label"] for o in gpus)
     # another session (no tokens) does not see it
@@ -147,6 +164,7 @@ def test_upload_of_a_profiler_file_joins_the_session(state):
 def test_hypotheses_table_without_files_says_so(state):
     records, _ = callbacks.hypotheses_table(state, ["h200-sxm"], [])
     assert records and "No hypotheses" in records[0]["claim"]
+    assert callbacks.hypotheses_table(state, "not a list", 7)[0] == records  # wrong types: the same answer
 
 
 def test_app_py_flags_and_environment(monkeypatch):
@@ -186,4 +204,7 @@ def test_hypotheses_verdicts_for_the_selected_gpu(tmp_path):
     records, columns = callbacks.hypotheses_table(state, ["h200-sxm"], [])
     assert records and {r["gpu_key"] for r in records} <= {"h200-sxm", ""}
     assert {r["verdict"] for r in records} <= {"pass", "fail", "inconclusive"}
-    assert {"claim", "verdict", "value"} <= {c["id"] for c in columns}
+    assert {"claim", "verdict", "value"} <= {c["field"] for c in columns}
+    assert all("/" not in str(r.get("file", "")) for r in records)  # the file by name, not the server's path
+    for field in (c["field"] for c in columns):  # no column that is empty in every row
+        assert any(r.get(field) not in (None, "") for r in records), field

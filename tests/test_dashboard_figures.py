@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("plotly")
 
-from workbench.dashboard import fig_batch, fig_diagnostics, fig_roofline, style  # noqa: E402
+from workbench.dashboard import fig_batch, fig_breakdown, fig_diagnostics, fig_roofline, style  # noqa: E402
 
 
 def _ceilings() -> pd.DataFrame:
@@ -60,33 +60,59 @@ def _predicted() -> pd.DataFrame:
 
 def test_roofline_roofs_points_and_axes():
     fig = fig_roofline.roofline_figure(
-        _ceilings(), _measured(), _predicted(), tier="datasheet", time_col="time_datasheet_s", title="t"
+        _ceilings(), _measured(), _predicted(), tier="datasheet", time_col="time_datasheet_s", title="t", best=False
     )
     roofs = [t for t in fig.data if "roof" in t.name]
-    assert {t.line.dash for t in roofs} == {"dash", "solid"}  # datasheet dashed, calibrated solid
+    assert roofs and all(t.showlegend is False for t in roofs)  # roofs are labelled on the chart, not in the legend
+    labels = [a.text for a in fig.layout.annotations]
+    assert any("bf16 roof (datasheet)" in a and "ridge 206 FLOP/B" in a for a in labels)
     sheet = next(t for t in roofs if "datasheet" in t.name)
     lo, hi = fig_roofline.X_RANGE
     assert sheet.y[0] == pytest.approx(4.8e12 * lo * 1e-12)  # the memory diagonal, in TFLOP/s
     assert sheet.y[-1] == pytest.approx(989.0)  # the flat ceiling
     assert sheet.x[1] == pytest.approx(989e12 / 4.8e12)  # the ridge
-    measured = [t for t in fig.data if t.name.endswith("measured")]
-    predicted = [t for t in fig.data if t.name.endswith("predicted")]
+    measured = [t for t in fig.data if "measured" in (t.hovertemplate or "") and t.type.startswith("scatter")]
+    predicted = [t for t in fig.data if "predicted" in t.name]
     assert measured and all("open" not in str(t.marker.symbol) for t in measured)
     assert predicted and all(t.marker.symbol == "circle-open" for t in predicted)
-    w4 = next(t for t in measured if t.name.startswith("gemv_w4a16"))
+    w4 = next(t for t in measured if t.name == "gemv_w4a16")
     assert w4.y[0] == pytest.approx(7.0)  # achieved FLOP/s shown in TFLOP/s
     assert w4.customdata[0][3] == pytest.approx(25.7)  # measured time in µs in the hover
     assert w4.customdata.dtype.kind == "f"  # numeric customdata (object arrays are slow to copy)
-    assert "µs" in w4.hovertemplate and "GB/s" in w4.hovertemplate and "gemv_w4a16" in w4.hovertemplate
-    assert w4.marker.color == style.scheme_color("w4a16")
+    assert "µs" in w4.hovertemplate and "GB/s" in w4.hovertemplate and "gemv_w4a16" in w4.text[0]
+    assert w4.marker.color == style.scheme_color("w4a16") and w4.legendgroup == "w4a16"
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "FLOP/byte" in fig.layout.xaxis.title.text and "TFLOP/s" in fig.layout.yaxis.title.text
+
+
+def test_coinciding_roofs_are_drawn_once_and_kernel_ceilings_dashed():
+    roofs = pd.DataFrame(
+        [
+            {"unit": "fp16", "tier": "calibrated", "peak_flops": 650e12, "bandwidth": 4.45e12},
+            {"unit": "bf16", "tier": "calibrated", "peak_flops": 650e12, "bandwidth": 4.45e12},
+            {"unit": "wg_bf16", "tier": "kernel", "peak_flops": 500e12, "bandwidth": 4.0e12},
+        ]
+    )
+    traces, notes = fig_roofline.ceiling_traces(roofs)
+    assert [t["name"] for t in traces] == ["fp16/bf16 roof (calibrated)", "wg_bf16 ceiling"]
+    assert traces[0]["line"]["dash"] == "solid" and traces[1]["line"]["dash"] == "dash"
+    assert len(notes) == 2 and "ridge" in notes[1]["text"]
+
+
+def test_kernels_of_one_scheme_get_distinct_markers_and_best_mode_one_trace_per_scheme():
+    measured = pd.concat([_measured(), _measured().assign(kernel=["wg_w4a16", "gemv_bf16"])], ignore_index=True)
+    every = fig_roofline.measured_traces(measured, "datasheet", "time_datasheet_s", best=False)
+    symbols = {t["name"]: t["marker"]["symbol"] for t in every}
+    assert symbols["gemv_w4a16"] != symbols["wg_w4a16"] and symbols["cublas_bf16"] != symbols["gemv_bf16"]
+    best = fig_roofline.measured_traces(measured, "datasheet", "time_datasheet_s", best=True)
+    assert [t["legendgroup"] for t in best] == ["bf16", "w4a16"]  # scheme order
+    assert [t["name"] for t in best] == ["bf16 measured (best kernel)", "w4a16 measured (best kernel)"]
 
 
 def test_roofline_predicted_point_is_flops_over_time():
     pred = _predicted()
     traces = fig_roofline.predicted_traces(pred, "datasheet", "time_datasheet_s")
-    bf16 = next(t for t in traces if t["name"].startswith("bf16"))
+    bf16 = next(t for t in traces if t["legendgroup"] == "bf16")
     assert bf16["y"][0] == pytest.approx(1.8e8 / 37.6e-6 * 1e-12)
 
 
@@ -102,11 +128,11 @@ def test_time_figure_lines_band_and_units():
             "p90_s": [49e-6, 47e-6],
         }
     )
-    fig = fig_batch.time_figure(predicted, measured, title="t", tier="datasheet")
+    fig = fig_batch.time_figure(predicted, measured, title="t", tier="datasheet", best=False)
     pred = next(t for t in fig.data if "predicted" in t.name)
-    assert pred.line.dash == "dash"
-    meas = next(t for t in fig.data if t.name == "k measured")
-    assert meas.line.dash == "solid"
+    assert pred.line.dash == "dash" and pred.legendgroup == "bf16"
+    meas = next(t for t in fig.data if t.name == "k")
+    assert meas.line.dash == "solid" and meas.legendgroup == "bf16"
     assert list(meas.x) == [1, 2] and list(meas.y) == pytest.approx([46.0, 48.0])  # sorted by M, in µs
     band = next(t for t in fig.data if t.fill == "toself")
     assert list(band.y) == pytest.approx([47.0, 49.0, 47.0, 45.0])  # p90 forward, p10 back
@@ -186,8 +212,9 @@ def test_rollup_figure_two_panels():
             "tokens_per_s": [250.0, 487.8],
         }
     )
-    fig = fig_batch.rollup_figure(frame, title="t")
+    fig = fig_breakdown.rollup_figure(frame, title="t")
     assert len(fig.data) == 2
+    assert "measured = fastest kernel per layer" in fig.layout.title.text
     assert fig.data[0].y[0] == pytest.approx(4.0)  # ms
     assert fig.data[1].y[1] == pytest.approx(487.8)
     assert "ms" in fig.layout.yaxis.title.text and "tokens/s" in fig.layout.yaxis2.title.text
@@ -208,3 +235,57 @@ def test_facet_figure_one_panel_per_gpu():
 def test_empty_figure_message():
     fig = style.empty_figure("nothing here", "title")
     assert fig.layout.annotations[0].text == "nothing here"
+
+
+def test_coinciding_predicted_curves_are_named():
+    predicted = pd.DataFrame({"scheme": ["w8a8", "w8a8", "fp8", "fp8"], "M": [1, 2, 1, 2],
+                              "time_s": [20e-6, 21e-6, 20e-6, 21e-6]})  # fmt: skip
+    empty = pd.DataFrame(columns=["kernel", "scheme", "M", "time_s", "p10_s", "p90_s"])
+    fig = fig_batch.time_figure(predicted, empty, title="t", tier="floor")
+    names = {t.legendgroup: t.name for t in fig.data}
+    assert names["fp8"] == "fp8 predicted (floor) = w8a8" and names["w8a8"] == "w8a8 predicted (floor)"
+
+
+def test_rollup_per_layer_panel():
+    frame = pd.DataFrame({"label": ["bf16"], "scheme": ["bf16"], "source": ["predicted"], "M": [1],
+                          "time_per_token_s": [4e-3], "tokens_per_s": [250.0]})  # fmt: skip
+    layers = pd.DataFrame({"scheme": ["bf16"] * 4, "source": ["predicted", "predicted", "measured", "measured"],
+                           "layer": ["qkv", "o", "qkv", "o"], "time_s": [1e-3, 0.5e-3, 1.2e-3, 0.6e-3]})  # fmt: skip
+    fig = fig_breakdown.rollup_figure(frame, title="t", layers=layers, batch=4)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [b.name for b in bars] == ["qkv", "o"] and list(bars[0].x) == pytest.approx([1.0, 1.2])
+    assert set(bars[0].y) == {"bf16 predicted", "bf16 measured"} and fig.layout.barmode == "stack"
+
+
+def test_attribution_bars_stack_with_a_distinct_negative_remainder():
+    frame = pd.DataFrame({"label": ["w4a16 (best kernel)"] * 2, "kernel": ["gemv_w4a16"] * 2, "M": [1, 2],
+                          "attr_fixed_s": [2e-6, 2e-6], "attr_memory_s": [10e-6, 10e-6], "attr_alu_s": [1e-6, 2e-6],
+                          "attr_tensor_s": [0.0, 0.1e-6], "attr_fixup_s": [0.0, 0.0],
+                          "attr_remainder_s": [3e-6, -1e-6]})  # fmt: skip
+    fig = fig_breakdown.attribution_figure(frame, title="t")
+    assert fig.layout.barmode == "relative" and len(fig.data) == 6
+    rem = next(t for t in fig.data if "remainder" in t.name)
+    assert list(rem.y) == pytest.approx([3.0, -1.0]) and rem.marker.pattern.shape == "/"
+    assert all(t.marker.pattern.shape == "" for t in fig.data if t is not rem)
+
+
+def test_error_heatmap_ticks_span_the_range_and_small_errors_show():
+    frame = pd.DataFrame({"label": ["a", "a", "b"], "M": [1, 2, 1], "ratio": [0.7, 152.0, 1.0]})
+    fig = fig_diagnostics.error_heatmap(frame, tier="floor", title="t")
+    heat = fig.data[0]
+    ticks = list(heat.colorbar.ticktext)
+    assert ticks[-1].startswith("≥") or "128" in ticks[-1] or "152" in ticks[-1]
+    z07 = float(np.log2(0.7))
+    assert abs(z07) / max(abs(heat.zmin), abs(heat.zmax)) >= 0.15  # 0.7× is visibly coloured, not neutral
+
+
+def test_clocks_figure_keeps_the_newest_points_and_says_so():
+    n = fig_diagnostics.CLOCK_POINTS + 10
+    frame = pd.DataFrame({
+        "timestamp": [f"2026-12-02T10:{i // 60:02d}:{i % 60:02d}Z" for i in range(n)], "M": 1, "N": 1, "K": 1,
+        "sm_clock_min_hz": 1.9e9, "sm_clock_median_hz": 1.98e9, "mem_clock_median_hz": 3.2e9, "power_median_w": 400.0,
+        "temperature_max_c": 50.0, "clock_reasons": "", "throttled": False, "kernel": "k", "gpu_key": "g",
+    })  # fmt: skip
+    fig = fig_diagnostics.clocks_figure(frame, title="t")
+    assert len(fig.data[0].x) == fig_diagnostics.CLOCK_POINTS
+    assert f"newest {fig_diagnostics.CLOCK_POINTS} of {n} points" in fig.layout.title.text

@@ -21,6 +21,7 @@ import pandas as pd
 
 from models.errors import InputError
 from models.roofline import TIERS
+from workbench.dashboard.uploads import Upload
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 # Batch grid of the predicted curves: quarter-octave steps from 1 to 256 plus every measured M.
@@ -209,13 +210,6 @@ def load_data(data_dir: str | Path | None = None) -> DashboardData:
 
 
 # ---------------------------------------------------------------------------------------------------- uploads
-@dataclass(frozen=True)
-class Upload:
-    filename: str
-    measurements: pd.DataFrame
-    comparison: pd.DataFrame
-
-
 class UploadRegistry:
     """Uploaded measurement files, server-side, keyed by a random token the browser session keeps in a dcc.Store.
 
@@ -241,17 +235,18 @@ class UploadRegistry:
 
 
 def parse_upload(data: DashboardData, filename: str, content: bytes) -> Upload:
-    """Validate an uploaded Parquet/CSV measurement file and join it with the predictions (InputError if bad)."""
+    """Validate an uploaded Parquet/CSV measurement file (type, size, columns, values) and join it with the
+    predictions, its kernels tagged with the file name (InputError if bad)."""
     from workbench.compare import compare_points
-    from workbench.store import read_uploaded
+    from workbench.dashboard.uploads import read_measurements, tag_source
 
-    measurements = read_uploaded(filename, content)
-    if measurements.empty:
-        raise InputError(f"{filename}: the file holds no measured points")
-    comparison = compare_points(measurements, calibrations=data.calibrations)
+    measurements = read_measurements(filename, content)
+    comparison = compare_points(measurements, calibrations=data.calibrations)  # joined under the real kernel names
     if comparison.empty:
         raise InputError(f"{filename}: no point is on a GPU of the catalogue (gpu_key empty or unknown)")
-    return Upload(filename, _categorize(measurements), _categorize(comparison))
+    return Upload(
+        filename, _categorize(tag_source(measurements, filename)), _categorize(tag_source(comparison, filename))
+    )
 
 
 @dataclass(frozen=True)

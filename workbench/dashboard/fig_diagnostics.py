@@ -12,11 +12,16 @@ import pandas as pd
 
 from workbench.dashboard import style
 
-_RATIO_TICKS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
+_RATIO_TICKS = (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 4.0)
+COLOR_LIMIT = 2.0  # log2: the colours span 0.25× … 4×; beyond that a cell keeps the end colour and its own label
+# diverging, saturating quickly near 1 so a 0.7× or 1.4× error is visibly coloured (red: the model is optimistic)
+_COLORSCALE = [[0.0, "#67001f"], [0.3, "#d6604d"], [0.42, "#f4a582"], [0.5, "#f7f7f7"], [0.58, "#92c5de"],
+               [0.7, "#4393c3"], [1.0, "#053061"]]  # fmt: skip
 
 
 def error_heatmap(frame: pd.DataFrame, *, tier: str, title: str):
-    """predicted/measured per (kernel, batch) on a log2 colour scale centred on 1."""
+    """predicted/measured per (kernel, batch) on a log2 colour scale centred on 1, capped at 0.25× and 4× (the
+    colour bar says "≤" / "≥" at its ends; every cell prints its own ratio)."""
     frame = frame[np.isfinite(frame["ratio"]) & (frame["ratio"] > 0)] if not frame.empty else frame
     if frame.empty:
         return style.empty_figure(f"No measured points with a {tier} prediction for this selection.", title)
@@ -24,9 +29,10 @@ def error_heatmap(frame: pd.DataFrame, *, tier: str, title: str):
     table = table.sort_index(ascending=False)
     ratio = table.to_numpy(dtype=float)
     text = np.where(np.isfinite(ratio), np.char.mod("%.2f×", np.nan_to_num(ratio, nan=1.0)), "")
-    z = np.log2(ratio)
-    limit = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
-    limit = max(limit, 0.5)
+    z = np.clip(np.log2(ratio), -COLOR_LIMIT, COLOR_LIMIT)
+    limit = COLOR_LIMIT
+    ticktext = [f"{t:g}×" for t in _RATIO_TICKS]
+    ticktext[0], ticktext[-1] = "≤" + ticktext[0], "≥" + ticktext[-1]
     heat = dict(
         type="heatmap",
         z=z,
@@ -35,14 +41,14 @@ def error_heatmap(frame: pd.DataFrame, *, tier: str, title: str):
         text=text,
         texttemplate="%{text}",
         customdata=ratio,
-        colorscale="RdBu",
+        colorscale=_COLORSCALE,
         zmid=0.0,
         zmin=-limit,
         zmax=limit,
         colorbar={
             "title": {"text": "predicted / measured"},
             "tickvals": [np.log2(t) for t in _RATIO_TICKS],
-            "ticktext": [f"{t:g}×" for t in _RATIO_TICKS],
+            "ticktext": ticktext,
         },
         hovertemplate=f"<b>%{{y}}</b><br>M=%{{x}}<br>predicted ({tier}) / measured"
         " = %{customdata:.3f}<extra></extra>",
@@ -56,6 +62,7 @@ def error_heatmap(frame: pd.DataFrame, *, tier: str, title: str):
     return style.make_figure([heat], layout)
 
 
+CLOCK_POINTS = 2000  # per panel
 _CLOCK_PANELS = (
     ("sm_clock_median_hz", "SM clock (MHz)", style.MEGA),
     ("mem_clock_median_hz", "memory clock (MHz)", style.MEGA),
@@ -68,6 +75,9 @@ def clocks_figure(measured: pd.DataFrame, *, title: str):
     if measured.empty:
         return style.empty_figure("No measured points for this selection (predictions only).", title)
     frame = measured.sort_values(["timestamp"], kind="stable").reset_index(drop=True)
+    total = len(frame)
+    if total > CLOCK_POINTS:  # SVG markers: the newest points, the title says how many of how many
+        frame = frame.iloc[total - CLOCK_POINTS :].reset_index(drop=True)
     if frame[[c for c, _, _ in _CLOCK_PANELS]].isna().all().all():
         return style.empty_figure("These measurements carry no NVML clock samples.", title)
     x = np.arange(len(frame))
@@ -135,5 +145,6 @@ def clocks_figure(measured: pd.DataFrame, *, title: str):
         xaxis = {"title": {"text": "measured point (run order)"}}
         panels.append(style.Panel(traces, xaxis, {"title": {"text": axis}}))
     n_thr = int(throttled.sum())
-    layout = {"title": {"text": f"{title} — {len(frame)} points, {n_thr} throttled"}, "height": 640}
+    shown = f"newest {len(frame)} of {total} points" if total > len(frame) else f"{len(frame)} points"
+    layout = {"title": {"text": f"{title} — {shown}, {n_thr} throttled"}, "height": 640}
     return style.compose(panels, 3, 1, layout, vspace=0.06, share_x=True)

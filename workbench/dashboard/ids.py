@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-# controls
+# controls (each one is a query-string key too: see urlstate)
 GPUS = "ctl-gpus"
+PRIMARY = "ctl-primary"
 SCHEMES = "ctl-schemes"
 KERNELS = "ctl-kernels"
+KERNEL_VIEW = "ctl-kernel-view"
 SHAPE = "ctl-shape"
-BATCH = "ctl-batch"
+BATCH = "ctl-batch"  # the log2 slider (UI only; BATCH_LO / BATCH_HI hold the batch sizes the views read)
+BATCH_LO = "ctl-batch-lo"
+BATCH_HI = "ctl-batch-hi"
 BASELINE = "ctl-baseline"
 TIER = "ctl-tier"
 MODE = "ctl-mode"
 COMPARE_VIEW = "ctl-compare-view"
+URL = "url"
 
 # status lines
 STATUS = "status-banner"
@@ -23,12 +28,16 @@ ROOFLINE = "fig-roofline"
 TIME = "fig-time"
 SPEEDUP = "fig-speedup"
 ERROR = "fig-error"
+ATTRIBUTION = "fig-attribution"
 CLOCKS = "fig-clocks"
 GPU_COMPARE = "fig-gpu-compare"
 ROLLUP = "fig-rollup"
 HYPOTHESES = "tbl-hypotheses"
 TABLE = "tbl-comparison"
 TABLE_COUNT = "tbl-count"
+EXPORT_SVG = "btn-export-svg"
+EXPORT_PNG = "btn-export-png"
+EXPORT_SINK = "export-sink"
 
 # download / upload
 DOWNLOAD_BUTTON = "btn-download"
@@ -41,6 +50,7 @@ TAB_VALUES = (
     "time",
     "speedup",
     "error",
+    "attribution",
     "clocks",
     "compare",
     "rollup",
@@ -52,6 +62,7 @@ FIGURES = {
     "time": TIME,
     "speedup": SPEEDUP,
     "error": ERROR,
+    "attribution": ATTRIBUTION,
     "clocks": CLOCKS,
     "compare": GPU_COMPARE,
     "rollup": ROLLUP,

@@ -18,12 +18,17 @@ DEFAULT_SCHEMES = ("bf16", "w8a16", "w4a16", "w8a8", "fp8")
 DEFAULT_SHAPE = "22016x4096"
 DEFAULT_BASELINE_KERNEL = "cublas_bf16"
 COMPARE_WITH = "h100-sxm"
+KERNEL_TIER = "kernel"
+MAX_BATCH = 4096  # the largest batch a control accepts
+DEFAULT_MAX_BATCH = 256
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True)
 class Selection:
-    """The controls' values, validated: GPUs (the first is the primary one), schemes, kernels (empty = all), one
-    shape "NxK" or "model:<key>", batch range, baseline kernel or scheme, prediction tier and cache mode."""
+    """The controls' values, validated: GPUs and the primary one drawn by the single-GPU views, schemes, kernels
+    (empty = all), whether measured points are the best kernel per scheme or every kernel, one shape "NxK" or
+    "model:<key>", batch range (batch sizes), baseline kernel or scheme, prediction tier and cache mode."""
 
     gpus: tuple[str, ...]
     schemes: tuple[str, ...]
@@ -34,9 +39,13 @@ class Selection:
     baseline: str
     tier: str
     mode: str
+    chosen_primary: str = ""
+    best: bool = True
 
     @property
     def primary(self) -> str:
+        if self.chosen_primary in self.gpus:
+            return self.chosen_primary
         return self.gpus[0] if self.gpus else ""
 
     @property
@@ -86,44 +95,101 @@ def _defaults(data: DashboardData) -> Defaults:
     gpus = gpus + tuple(others[:1])  # a second GPU, so the comparison view has something to compare
     kernels = {str(k) for k in cmp["kernel"].unique()} if not cmp.empty else set()
     baseline = DEFAULT_BASELINE_KERNEL if DEFAULT_BASELINE_KERNEL in kernels else "bf16"
-    tier = "floor" if any(g in data.calibrations for g in gpus) else "datasheet"
+    tier = KERNEL_TIER if tier_in_data(data, KERNEL_TIER) else "floor"
     mode = "cold" if cmp.empty or (cmp["mode"] == "cold").any() else "hot"
     return Defaults(gpus, DEFAULT_SCHEMES, shape, baseline, tier, mode)
 
 
-def _log2_range(value: Any) -> tuple[int, int]:
-    if not value or len(value) != 2:
-        return 1, 256
-    lo, hi = sorted(int(v) for v in value)
-    return 2 ** max(0, lo), 2 ** min(12, hi)
+def tier_in_data(data: DashboardData, tier: str) -> bool:
+    """Whether the tier's time column is carried by the comparison or the prediction grid of this dataset."""
+    col = TIER_COLUMNS.get(tier)
+    return col is not None and (col in data.comparison.columns or col in data.predictions.columns)
+
+
+def tier_options(data: DashboardData) -> list[dict]:
+    """One radio option per tier of models.roofline.TIERS (a tier this data does not carry is shown disabled)."""
+    labels = {"floor": "calibrated + floor", "kernel": "kernel-aware"}
+    return [
+        {"label": labels.get(t, t), "value": t, "disabled": not tier_in_data(data, t)} for t in TIER_COLUMNS
+    ]
+
+
+def _batch(value: Any, default: int) -> int:
+    """A batch size from a control value: an int or numeric string in 1..MAX_BATCH, else the default."""
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return default
+    if isinstance(value, int | float) and np.isfinite(value) and 1 <= value <= MAX_BATCH:
+        return int(round(value))
+    return default
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    """A list of strings from a control value (anything else, or non-string items, dropped)."""
+    if isinstance(value, str):
+        value = [value] if value else []
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(dict.fromkeys(v for v in value if isinstance(v, str) and v and len(v) <= 200))
+
+
+def _one(value: Any, allowed: Any, default: str) -> str:
+    return value if isinstance(value, str) and value in allowed else default
 
 
 def make_selection(
     data: DashboardData,
     gpus: Any,
+    primary: Any,
     schemes: Any,
     kernels: Any,
+    kernel_view: Any,
     shape: Any,
-    batch: Any,
+    batch_lo: Any,
+    batch_hi: Any,
     baseline: Any,
     tier: Any,
     mode: Any,
 ) -> Selection:
-    """A Selection from raw control values (None / empty / unknown values fall back to defaults)."""
+    """A Selection from raw control values: values of the wrong type or unknown to the data fall back to defaults
+    (a browser never sends them; any HTTP client can)."""
+    from models.schemes import SCHEME_NAMES
+
     d = default_selection(data)
-    m_lo, m_hi = _log2_range(batch)
-    gpu_list = tuple(g for g in (gpus if isinstance(gpus, list | tuple) else [gpus] if gpus else []) if g)
+    lo, hi = sorted((_batch(batch_lo, 1), _batch(batch_hi, DEFAULT_MAX_BATCH)))
+    gpu_list = tuple(g for g in _strings(gpus) if g in data.gpus)
+    shape_text = shape if isinstance(shape, str) and shape else d.shape
+    if not valid_shape(data, shape_text):
+        shape_text = d.shape
+    gpu_list = gpu_list or d.gpus
     return Selection(
-        gpus=gpu_list or d.gpus,
-        schemes=tuple(schemes or ()),
-        kernels=tuple(kernels or ()),
-        shape=str(shape or d.shape),
-        m_lo=m_lo,
-        m_hi=m_hi,
-        baseline=str(baseline or d.baseline),
-        tier=tier if tier in TIER_COLUMNS else "datasheet",
-        mode=mode if mode in ("cold", "hot") else "cold",
+        gpus=gpu_list,
+        schemes=tuple(s for s in _strings(schemes) if s in SCHEME_NAMES),
+        kernels=_strings(kernels),
+        shape=shape_text,
+        m_lo=lo,
+        m_hi=hi,
+        baseline=baseline if isinstance(baseline, str) and baseline and len(baseline) <= 200 else d.baseline,
+        tier=_one(tier, TIER_COLUMNS, "datasheet"),
+        mode=_one(mode, ("cold", "hot"), "cold"),
+        # normalised to the GPU drawn, so equal views have equal selections (and share the figure cache)
+        chosen_primary=primary if isinstance(primary, str) and primary in gpu_list else (gpu_list or ("",))[0],
+        best=kernel_view != "all",
     )
+
+
+def valid_shape(data: DashboardData, shape: str) -> bool:
+    """An "NxK" the model accepts (positive, at most 2^20 each) or "model:<key>" of the catalogue."""
+    if shape.startswith(MODEL_PREFIX):
+        return shape[len(MODEL_PREFIX) :] in data.model_keys
+    parts = shape.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() and 0 < len(p) <= 7 for p in parts):
+        return False
+    return all(0 < int(p) <= 1 << 20 for p in parts)
 
 
 def control_options(data: DashboardData, frames: Frames | None = None) -> dict:
@@ -209,9 +275,17 @@ def select_predicted(data: DashboardData, sel: Selection, gpu: str, schemes: tup
     return pred[mask]
 
 
-def effective_tier(data: DashboardData, gpu: str, tier: str) -> str:
-    """The tier actually drawn: calibrated tiers fall back to the datasheet on a GPU without a calibration."""
-    return tier if tier == "datasheet" or gpu in data.calibrations else "datasheet"
+def effective_tier(data: DashboardData, gpu: str, tier: str, frame: pd.DataFrame | None = None) -> str:
+    """The tier actually drawn: calibrated tiers fall back to the datasheet on a GPU without a calibration; a tier
+    whose column the frame (default: the prediction grid and the comparison) lacks falls back to floor, then the
+    datasheet."""
+    columns = set(data.predictions.columns) | set(data.comparison.columns) if frame is None else set(frame.columns)
+    for candidate in (tier, "floor", "datasheet"):
+        if candidate != "datasheet" and gpu not in data.calibrations and candidate in ("calibrated", "floor"):
+            continue
+        if candidate == "datasheet" or TIER_COLUMNS.get(candidate) in columns:
+            return candidate
+    return "datasheet"
 
 
 def gpu_label(data: DashboardData, key: str) -> str:
@@ -231,8 +305,10 @@ def status_lines(data: DashboardData, frames: Frames, sel: Selection) -> list[st
         else:
             n = int(counts[gpu])
             lines.append(f"{label}: {n} measured points.")
-        if sel.tier != "datasheet" and gpu not in data.calibrations:
-            lines.append(f"No calibration for {label}: the {sel.tier} tier falls back to the datasheet roofline.")
+        drawn = effective_tier(data, gpu, sel.tier)
+        if drawn != sel.tier:
+            why = "no calibration" if gpu not in data.calibrations else "no such column in this data"
+            lines.append(f"{label}: the {sel.tier} tier is not available ({why}); drawing the {drawn} tier.")
     if frames.uploads:
         lines.append("Uploaded this session: " + ", ".join(frames.uploads) + ".")
     lines.extend(data.notes)

@@ -53,17 +53,34 @@ MEGA = 1e-6  # Hz -> MHz
 
 BASE_LAYOUT: dict[str, Any] = {
     "margin": {"l": 70, "r": 20, "t": 60, "b": 60},
-    "legend": {"orientation": "v", "x": 1.02, "y": 1, "xanchor": "left", "font": {"size": 11}},
+    "legend": {
+        "orientation": "v",
+        "x": 1.02,
+        "y": 1,
+        "xanchor": "left",
+        "font": {"size": 11},
+        "groupclick": "toggleitem",
+        "tracegroupgap": 8,
+    },
     "hoverlabel": {"font": {"size": 12}},
     "uirevision": "keep",
 }
 
 
-WEBGL_ABOVE = 1500  # points per trace: SVG below (starts faster, no WebGL context), WebGL above
-
+# every figure: no Plotly logo, no cloud "share" button; the camera button exports SVG, the buttons above each
+# figure export SVG or PNG (Plotly.downloadImage in the browser)
+GRAPH_CONFIG: dict[str, Any] = {
+    "displaylogo": False,
+    "showSendToCloud": False,
+    "showEditInChartStudio": False,
+    "modeBarButtonsToRemove": ["sendDataToCloud", "editInChartStudio"],
+    "toImageButtonOptions": {"format": "svg", "scale": 1},
+}
 
 def scatter_type(n_points: int) -> str:
-    return "scattergl" if n_points > WEBGL_ABOVE else "scatter"
+    """Always SVG scatter: the page's plotly.js is the cartesian bundle (no WebGL traces), and the views reduce the
+    points they draw (newest run of each point, best kernel per scheme) to far below where WebGL would pay off."""
+    return "scatter"
 
 
 def scheme_color(scheme: str) -> str:
@@ -90,6 +107,29 @@ def kernel_styles(kernels: list[str], scheme_of: dict[str, str]) -> dict[str, tu
         seen[scheme_of.get(kernel, "")] = i + 1
         out[kernel] = (KERNEL_DASHES[i % len(KERNEL_DASHES)], KERNEL_SYMBOLS[i % len(KERNEL_SYMBOLS)])
     return out
+
+
+def group(scheme: str, first: bool) -> dict[str, Any]:
+    """Legend grouping by scheme: every trace of a scheme in one group (entries stay together, a gap between groups;
+    each entry names its scheme, so no group title rows are added to the legend)."""
+    return {"legendgroup": scheme}
+
+
+class Grouper:
+    """Hands out `group(...)` kwargs, giving each scheme's title to its first trace only."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def __call__(self, scheme: str) -> dict[str, Any]:
+        first = scheme not in self.seen
+        self.seen.add(scheme)
+        return group(scheme, first)
+
+
+def kernel_symbols(kernels: list[str], scheme_of: dict[str, str]) -> dict[str, str]:
+    """A distinct marker symbol per kernel within its scheme (kernels share the scheme's colour; lines stay solid)."""
+    return {k: symbol for k, (_, symbol) in kernel_styles(kernels, scheme_of).items()}
 
 
 def log2_batch_axis(title: str = BATCH_AXIS) -> dict[str, Any]:
@@ -124,6 +164,7 @@ class Panel:
     yaxis: dict[str, Any]
     title: str = ""
     shapes: list[dict[str, Any]] = field(default_factory=list)  # xref/yref "x"/"y" are rewritten to the cell's
+    annotations: list[dict[str, Any]] = field(default_factory=list)  # xref/yref "x"/"y" rewritten like shapes
 
 
 def compose(
@@ -150,14 +191,14 @@ def compose(
         xref, yref = ("x", "y") if n == 1 else (f"x{n}", f"y{n}")
         x0 = c * (width + hspace)
         y1 = 1.0 - r * (height + vspace)
-        xaxis = {**panel.xaxis, "domain": [x0, x0 + width], "anchor": yref}
+        xaxis = {**panel.xaxis, "domain": [max(0.0, round(x0, 9)), min(1.0, round(x0 + width, 9))], "anchor": yref}
         if share_x and n > 1:
             xaxis["matches"] = "x"
         if share_x and r < rows - 1:
             xaxis["showticklabels"] = False
             xaxis.pop("title", None)
         out_layout["xaxis" if n == 1 else f"xaxis{n}"] = xaxis
-        yaxis = {**panel.yaxis, "domain": [y1 - height, y1], "anchor": xref}
+        yaxis = {**panel.yaxis, "domain": [max(0.0, round(y1 - height, 9)), min(1.0, round(y1, 9))], "anchor": xref}
         if share_y and n > 1:
             yaxis["matches"] = "y"
         out_layout["yaxis" if n == 1 else f"yaxis{n}"] = yaxis
@@ -168,6 +209,14 @@ def compose(
                     **shape,
                     "xref": shape.get("xref", "x").replace("x", xref, 1),
                     "yref": shape.get("yref", "y").replace("y", yref, 1),
+                }
+            )
+        for note in panel.annotations:
+            annotations.append(
+                {
+                    **note,
+                    "xref": note.get("xref", "x").replace("x", xref, 1),
+                    "yref": note.get("yref", "y").replace("y", yref, 1),
                 }
             )
         if panel.title:

@@ -13,11 +13,18 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from workbench.dashboard.data import TIER_COLUMNS as TIERS
 from workbench.dashboard.data import DashboardData, Frames
 from workbench.dashboard.queries import Selection, select_measured, select_predicted
 
 # (column id, header, source column, scale, decimals); decimals None = text / integer
 Column = tuple[str, str, str, float, int | None]
+_TIER_HEADERS = {"datasheet": "pred. datasheet (µs)", "calibrated": "pred. calibrated (µs)",
+                 "floor": "pred. cal.+floor (µs)", "kernel": "pred. kernel-aware (µs)"}  # fmt: skip
+_TIER_IDS = {"datasheet": "t_sheet_us", "calibrated": "t_cal_us", "floor": "t_floor_us"}
+TIER_TIME_COLUMNS: tuple[Column, ...] = tuple(
+    (_TIER_IDS.get(t, f"t_{t}_us"), _TIER_HEADERS.get(t, f"pred. {t} (µs)"), col, 1e6, 2) for t, col in TIERS.items()
+)
 MEASURED_COLUMNS: tuple[Column, ...] = (
     ("gpu_key", "GPU", "gpu_key", 1.0, None),
     ("kernel", "kernel", "kernel", 1.0, None),
@@ -30,12 +37,8 @@ MEASURED_COLUMNS: tuple[Column, ...] = (
     ("t_meas_us", "measured (µs)", "time_measured_s", 1e6, 2),
     ("t_p10_us", "p10 (µs)", "time_p10_s", 1e6, 2),
     ("t_p90_us", "p90 (µs)", "time_p90_s", 1e6, 2),
-    ("t_sheet_us", "pred. datasheet (µs)", "time_datasheet_s", 1e6, 2),
-    ("t_cal_us", "pred. calibrated (µs)", "time_calibrated_s", 1e6, 2),
-    ("t_floor_us", "pred. cal.+floor (µs)", "time_floor_s", 1e6, 2),
-    ("r_sheet", "pred/meas datasheet", "ratio_datasheet", 1.0, 3),
-    ("r_cal", "pred/meas calibrated", "ratio_calibrated", 1.0, 3),
-    ("r_floor", "pred/meas floor", "ratio_floor", 1.0, 3),
+    *TIER_TIME_COLUMNS,
+    *(("r_" + t, f"pred/meas {t}", "ratio_" + t, 1.0, 3) for t in TIERS),
     ("bw_gbs", "achieved (GB/s)", "achieved_bytes_per_s", 1e-9, 1),
     ("tflops", "achieved (TFLOP/s)", "achieved_flops_per_s", 1e-12, 3),
     ("roof_pct", "of roofline (%)", "roofline_fraction", 100.0, 1),
@@ -53,16 +56,14 @@ PREDICTED_COLUMNS: tuple[Column, ...] = (
     ("traffic_mb", "traffic (MB)", "bytes", 1e-6, 3),
     ("gflop", "work (GFLOP)", "flops", 1e-9, 4),
     ("intensity", "intensity (FLOP/B)", "intensity", 1.0, 3),
-    ("t_sheet_us", "pred. datasheet (µs)", "time_datasheet_s", 1e6, 2),
-    ("t_cal_us", "pred. calibrated (µs)", "time_calibrated_s", 1e6, 2),
-    ("t_floor_us", "pred. cal.+floor (µs)", "time_floor_s", 1e6, 2),
+    *TIER_TIME_COLUMNS,
     ("tflops", "attainable (TFLOP/s)", "attainable_flops", 1e-12, 3),
     ("bound", "bound (datasheet)", "bound_datasheet", 1.0, None),
     ("unit", "compute unit used", "compute_unit_used", 1.0, None),
 )
-RAW_PREDICTED = ("gpu_key", "scheme", "M", "N", "K", "bytes", "flops", "intensity", "time_datasheet_s",
-                 "time_calibrated_s", "time_floor_s", "bound_datasheet", "bound_calibrated", "attainable_flops",
-                 "compute_unit_used", "ridge")  # fmt: skip
+RAW_PREDICTED = ("gpu_key", "scheme", "M", "N", "K", "bytes", "flops", "intensity", *TIERS.values(),
+                 "bound_datasheet", "bound_calibrated", "attainable_flops", "compute_unit_used", "ridge")  # fmt: skip
+GRID_ROW_LIMIT = 5000  # rows sent to the browser's grid; the CSV always holds every row
 
 _FILTER = re.compile(
     r"^\{(?P<col>[^}]+)\}\s+(?P<op>s?(?:<=|>=|!=|<|>|=)|eq|ne|lt|le|gt|ge|[is]?contains|datestartswith)\s+(?P<val>.+)$"
@@ -163,40 +164,86 @@ def table_rows(
         raw = raw[[c for c in RAW_PREDICTED if c in raw.columns]]
         columns, source = PREDICTED_COLUMNS, "predicted"
     raw = raw.reset_index(drop=True)
+    columns = tuple(c for c in columns if c[2] in raw.columns or c[2] in ("role", "throttled"))
     shown, ignored = apply_filter(_display(raw, columns), filter_query)
     shown = apply_sort(shown, sort_by)
     return TableRows(shown, raw.loc[shown.index], columns, source, ignored)
 
 
-def column_specs(columns: tuple[Column, ...]) -> list[dict]:
-    """DataTable column definitions: numeric columns carry their decimals, headers carry the unit."""
-    from dash.dash_table.Format import Format, Scheme
-
+def grid_columns(columns: tuple[Column, ...]) -> list[dict]:
+    """AG Grid column definitions: numeric columns right-aligned with a number filter, headers carry the unit."""
     specs = []
     for cid, header, _, _, decimals in columns:
-        spec = {"id": cid, "name": header}
-        if decimals is not None:
-            spec.update(type="numeric", format=Format(precision=decimals, scheme=Scheme.fixed))
-        elif cid in ("M", "N", "K"):
-            spec.update(type="numeric")
-        else:
-            spec.update(type="text")
+        numeric = decimals is not None or cid in ("M", "N", "K")
+        kind = "agNumberColumnFilter" if numeric else "agTextColumnFilter"
+        spec = {"field": cid, "headerName": header, "filter": kind}
+        if numeric:
+            spec["type"] = "rightAligned"
+        if cid in ("gpu_key", "kernel"):
+            spec["pinned"] = "left"
         specs.append(spec)
     return specs
 
 
-def page(rows: TableRows, page_current: int | None, page_size: int | None) -> tuple[list[dict], int]:
-    """The records of one page and the page count."""
-    size = int(page_size or 20)
-    count = max(1, -(-len(rows.shown) // size))
-    current = min(max(int(page_current or 0), 0), count - 1)
-    part = rows.shown.iloc[current * size : (current + 1) * size]
-    records = part.astype(object).where(part.notna(), None).to_dict("records")
-    return records, count
+def hypothesis_columns(names: list[str]) -> list[dict]:
+    """Column definitions of the hypotheses grid: the claim and detail wrap, the verdict is coloured."""
+    verdict_style = {"styleConditions": [
+        {"condition": f"params.value == '{v}'", "style": {"backgroundColor": c}}
+        for v, c in (("pass", "#dcfce7"), ("fail", "#fee2e2"), ("inconclusive", "#fef9c3"))
+    ]}  # fmt: skip
+    specs = []
+    for name in names:
+        spec: dict = {"field": name, "headerName": name}
+        if name in ("claim", "detail"):
+            spec.update(wrapText=True, autoHeight=True, minWidth=320, flex=1)
+        if name == "verdict":
+            spec["cellStyle"] = verdict_style
+        specs.append(spec)
+    return specs
+
+
+def records(rows: TableRows, limit: int = GRID_ROW_LIMIT) -> list[dict]:
+    """The grid's rows (display values, None for missing), at most `limit`."""
+    part = rows.shown.iloc[:limit]
+    return part.astype(object).where(part.notna(), None).to_dict("records")
+
+
+_AG_OPS = {"equals": "=", "notEqual": "!=", "lessThan": "<", "lessThanOrEqual": "<=", "greaterThan": ">",
+           "greaterThanOrEqual": ">=", "contains": "contains"}  # fmt: skip
+
+
+def grid_filter(model: object) -> tuple[str, tuple[str, ...]]:
+    """An AG Grid filterModel as this module's filter query ("{col} op value && ..."); conditions it cannot express
+    (combined conditions, blanks, ranges) are returned as ignored."""
+    if not isinstance(model, dict):
+        return "", ()
+    clauses, ignored = [], []
+    for col, spec in model.items():
+        if not isinstance(col, str) or not isinstance(spec, dict) or not re.fullmatch(r"[A-Za-z0-9_]{1,40}", col):
+            ignored.append(str(col)[:40])
+            continue
+        op, value = _AG_OPS.get(spec.get("type")), spec.get("filter")
+        if op is None or isinstance(value, bool) or not isinstance(value, str | int | float):
+            ignored.append(col)
+            continue
+        text = f'"{value}"' if isinstance(value, str) and op in ("=", "!=") else str(value)
+        clauses.append(f"{{{col}}} {op} {text}")
+    return " && ".join(clauses), tuple(ignored)
+
+
+def grid_sort(column_state: object) -> list[dict]:
+    """AG Grid columnState (sort, sortIndex per column) as [{column_id, direction}] in sort order."""
+    if not isinstance(column_state, list):
+        return []
+    keyed = [c for c in column_state if isinstance(c, dict) and c.get("sort") in ("asc", "desc")
+             and isinstance(c.get("colId"), str)]  # fmt: skip
+    keyed.sort(key=lambda c: c.get("sortIndex") if isinstance(c.get("sortIndex"), int) else 0)
+    return [{"column_id": c["colId"], "direction": c["sort"]} for c in keyed]
 
 
 def to_csv(rows: TableRows) -> str:
-    """The raw SI rows of the table (all pages, table order); floats written as their shortest round-trip repr.
+    """The raw SI rows of the table (all pages, table order); floats written as their shortest round-trip repr;
+    text cells that start like a spreadsheet formula (=, +, -, @) are prefixed with a single quote.
 
     Written with pyarrow's CSV writer (~8× faster than pandas at 10⁴ rows, the same values on reading back).
     """
@@ -205,10 +252,12 @@ def to_csv(rows: TableRows) -> str:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    from workbench.dashboard.uploads import escape_formula
+
     raw = rows.raw.copy()
     for col in raw.columns:
-        if isinstance(raw[col].dtype, pd.CategoricalDtype) or raw[col].dtype == object:
-            raw[col] = raw[col].astype("string")
+        if isinstance(raw[col].dtype, pd.CategoricalDtype) or raw[col].dtype in (object, "string"):
+            raw[col] = escape_formula(raw[col])  # text a spreadsheet would execute starts with a quote
     buffer = io.BytesIO()
     options = pacsv.WriteOptions(quoting_style="needed", include_header=False)
     pacsv.write_csv(pa.Table.from_pandas(raw, preserve_index=False), buffer, options)

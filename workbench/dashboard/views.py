@@ -32,36 +32,80 @@ def _title(data: DashboardData, gpu: str, what: str, sel: Selection) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- roofline
-def ceilings(data: DashboardData, gpu: str, schemes: tuple[str, ...]) -> pd.DataFrame:
-    """Datasheet and calibrated roofs of one GPU for the compute units the selected schemes use."""
+def ceilings(data: DashboardData, gpu: str, schemes: tuple[str, ...], tier: str = "datasheet") -> pd.DataFrame:
+    """The roofs of one GPU for the compute units the selected schemes use, at the drawn tier: calibrated roofs for
+    the calibrated tiers where the GPU has a calibration, datasheet roofs otherwise."""
     from models.schemes import get_scheme
 
     spec = data.gpus.get(gpu)
     if spec is None:
         return pd.DataFrame(columns=["unit", "tier", "peak_flops", "bandwidth"])
     cal = data.calibrations.get(gpu)
+    use_cal = cal is not None and tier != "datasheet"
     rows, seen = [], set()
     for name in schemes:
         unit = get_scheme(name).compute_unit
-        tiers = [("datasheet", spec.ceiling(unit), spec.bandwidth)]
-        if cal is not None:
-            tiers.append(("calibrated", cal.ceiling(unit), cal.bandwidth))
-        for tier, (used, peak), bandwidth in tiers:
-            if (used, tier) in seen or not np.isfinite(peak):
-                continue
-            seen.add((used, tier))
-            rows.append({"unit": used, "tier": tier, "peak_flops": float(peak), "bandwidth": float(bandwidth)})
+        used, peak = (cal if use_cal else spec).ceiling(unit)
+        bandwidth = (cal if use_cal else spec).bandwidth
+        if used in seen or not np.isfinite(peak):
+            continue
+        seen.add(used)
+        rows.append({"unit": used, "tier": "calibrated" if use_cal else "datasheet", "peak_flops": float(peak),
+                     "bandwidth": float(bandwidth)})  # fmt: skip
     return pd.DataFrame(rows, columns=["unit", "tier", "peak_flops", "bandwidth"])
+
+
+KERNEL_CEILING_COLUMNS = ("kernel_bandwidth_bytes_per_s", "kernel_peak_flops_per_s")
+
+
+def kernel_ceilings(measured: pd.DataFrame) -> pd.DataFrame:
+    """Each drawn kernel's own ceilings (tier "kernel") when the comparison carries them; empty otherwise."""
+    if measured.empty or not all(c in measured.columns for c in KERNEL_CEILING_COLUMNS):
+        return pd.DataFrame(columns=["unit", "tier", "peak_flops", "bandwidth"])
+    part = measured[["kernel", *KERNEL_CEILING_COLUMNS]].dropna()
+    part = part.groupby("kernel", observed=True, sort=True)[list(KERNEL_CEILING_COLUMNS)].median().reset_index()
+    return pd.DataFrame(
+        {
+            "unit": part["kernel"].astype(str),
+            "tier": "kernel",
+            "peak_flops": part["kernel_peak_flops_per_s"].astype(float),
+            "bandwidth": part["kernel_bandwidth_bytes_per_s"].astype(float),
+        }
+    )
+
+
+def shown_measured(frame: pd.DataFrame, sel: Selection) -> pd.DataFrame:
+    """The measured rows a view draws: the fastest kernel of each scheme at each point (default), or every kernel.
+    A kernel filter always shows the chosen kernels themselves."""
+    from workbench.compare import best_per_scheme
+
+    if frame.empty or not sel.best or sel.kernels:
+        return frame
+    return best_per_scheme(frame)
+
+
+def predicted_rows(data: DashboardData, frames: Frames, sel: Selection, gpu: str, tier: str, schemes=None):
+    """Prediction rows for the curves: the grid when it carries the tier's column, else (a per-kernel tier such as
+    the kernel-aware one) the drawn kernels' own predictions at their measured points."""
+    col = TIER_COLUMNS[tier]
+    pred = select_predicted(data, sel, gpu, schemes)
+    if col in pred.columns:
+        return pred
+    pool = replace(sel, schemes=tuple(schemes or sel.schemes))
+    return shown_measured(select_measured(frames.latest, data, pool, (gpu,)), pool)
 
 
 def _roofline_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str) -> dict[str, Any]:
     tier = effective_tier(data, gpu, sel.tier)
+    measured = shown_measured(select_measured(frames.latest, data, sel, (gpu,)), sel)
+    roofs = pd.concat([ceilings(data, gpu, sel.schemes, tier), kernel_ceilings(measured)], ignore_index=True)
     return {
-        "ceilings": ceilings(data, gpu, sel.schemes),
-        "measured": select_measured(frames.latest, data, sel, (gpu,)),
-        "predicted": select_predicted(data, sel, gpu),
+        "ceilings": roofs,
+        "measured": measured,
+        "predicted": predicted_rows(data, frames, sel, gpu, tier),
         "tier": tier,
         "time_col": TIER_COLUMNS[tier],
+        "best": sel.best and not sel.kernels,
     }
 
 
@@ -75,6 +119,8 @@ def _rollup_predicted(data: DashboardData, sel: Selection, gpu: str, schemes: tu
     """(scheme, batch, time_step_s, tokens_per_s, bytes_step) of the selected model from the precomputed roll-up."""
     roll = data.rollups
     tier = effective_tier(data, gpu, sel.tier)
+    if f"time_step_{tier}_s" not in roll.columns:  # a per-kernel tier has no roll-up: the best grid tier stands in
+        tier = effective_tier(data, gpu, "floor", data.predictions)
     mask = np.array(roll["model"] == sel.model, dtype=bool) & np.array(roll["gpu_key"] == gpu, dtype=bool)
     mask &= np.array(roll["scheme"].isin(schemes), dtype=bool)
     batch = roll["batch"].to_numpy()
@@ -134,7 +180,7 @@ def time_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str) ->
         meas = _rollup_measured(data, frames, sel, gpu, sel.schemes)
         measured = pd.DataFrame(
             {
-                "kernel": meas.get("scheme", pd.Series(dtype=str)).astype(str) + " best",
+                "kernel": meas.get("scheme", pd.Series(dtype=str)).astype(str) + " (fastest kernel per layer)",
                 "scheme": meas.get("scheme", pd.Series(dtype=str)),
                 "M": meas.get("M", pd.Series(dtype=float)),
                 "time_s": meas.get("time_step_measured_s", pd.Series(dtype=float)),
@@ -143,9 +189,10 @@ def time_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str) ->
         measured["p10_s"] = measured["time_s"]
         measured["p90_s"] = measured["time_s"]
         return {"predicted": predicted, "measured": measured, "tier": tier, "per_token": True}
-    pred = select_predicted(data, sel, gpu)
+    pred = predicted_rows(data, frames, sel, gpu, tier)
+    pred = pred.groupby(["scheme", "M"], observed=True, as_index=False)[TIER_COLUMNS[tier]].median()
     predicted = pd.DataFrame({"scheme": pred["scheme"].astype(str), "M": pred["M"], "time_s": pred[TIER_COLUMNS[tier]]})
-    cmp = select_measured(frames.latest, data, sel, (gpu,))
+    cmp = shown_measured(select_measured(frames.latest, data, sel, (gpu,)), sel)
     measured = pd.DataFrame(
         {
             "kernel": cmp["kernel"].astype(str),
@@ -161,7 +208,8 @@ def time_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str) ->
 
 def time_view(data: DashboardData, frames: Frames, sel: Selection):
     parts = time_parts(data, frames, sel, sel.primary)
-    return fig_batch.time_figure(**parts, title=_title(data, sel.primary, "Time vs batch", sel))
+    best = sel.best and not sel.kernels
+    return fig_batch.time_figure(**parts, title=_title(data, sel.primary, "Time vs batch", sel), best=best)
 
 
 # ---------------------------------------------------------------------------------------------------- speedup
@@ -179,7 +227,7 @@ def _predicted_speedup(data: DashboardData, sel: Selection, gpu: str, base: str)
     """(scheme, M, speedup, ideal) over the baseline scheme, and the predicted crossovers, from models.roofline."""
     from models.roofline import crossover, speedup
 
-    tier = effective_tier(data, gpu, sel.tier)
+    tier = effective_tier(data, gpu, sel.tier, data.predictions)
     schemes = tuple(dict.fromkeys((*sel.schemes, base)))
     pred = select_predicted(data, sel, gpu, schemes)
     if pred.empty or not (pred["scheme"] == base).any():
@@ -213,7 +261,7 @@ def _measured_speedup(
     data: DashboardData, frames: Frames, sel: Selection, gpu: str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(kernel, scheme, M, speedup) over the baseline kernel and the measured crossovers, from workbench.speedup."""
-    from workbench.speedup import crossovers, speedups
+    from workbench.speedup import crossovers, pair_speedups, speedups
 
     empty = pd.DataFrame(columns=["kernel", "scheme", "M", "speedup"])
     everything = replace(sel, schemes=tuple(str(x) for x in frames.latest["scheme"].unique()), kernels=())
@@ -221,7 +269,12 @@ def _measured_speedup(
     if pool.empty:
         return empty, _no_crossings()
     try:
-        table = speedups(pool, baseline=sel.baseline)
+        if sel.best and not sel.kernels:  # each scheme's fastest kernel at each point over the baseline
+            parts = [pair_speedups(pool, scheme, sel.baseline) for scheme in sel.schemes]
+            parts = [p for p in parts if not p.empty]
+            table = pd.concat(parts, ignore_index=True) if parts else speedups(pool.iloc[0:0], baseline=sel.baseline)
+        else:
+            table = speedups(pool, baseline=sel.baseline)
     except InputError:  # the baseline was not measured here
         return empty, _no_crossings()
     keep = table["scheme"].isin(sel.schemes) & (table["kernel"] != table["baseline_kernel"])
@@ -233,9 +286,13 @@ def _measured_speedup(
     )
     cross = crossovers(table).dropna(subset=["crossover_measured"])
     scheme_of = dict(zip(table["side"].astype(str), table["scheme"].astype(str), strict=True))
+    # the kernel that crossed: the side's kernel at the crossover batch (the side itself when it is a kernel)
+    at = {(str(r.side), int(r.M)): str(r.kernel) for r in table[["side", "M", "kernel"]].itertuples(index=False)}
+    labels = [at.get((str(side), int(m)), str(side)) for side, m in zip(cross["side"], cross["crossover_measured"],
+                                                                         strict=True)]  # fmt: skip
     crossings = pd.DataFrame(
         {
-            "label": cross["side"].astype(str),
+            "label": labels,
             "scheme": cross["side"].astype(str).map(scheme_of),
             "M": cross["crossover_measured"],
             "kind": "measured",
@@ -268,7 +325,7 @@ def _model_speedup(data: DashboardData, frames: Frames, sel: Selection, gpu: str
         mine = meas[meas["scheme"] != base]
         measured = pd.DataFrame(
             {
-                "kernel": mine["scheme"].astype(str) + " best",
+                "kernel": mine["scheme"].astype(str) + " (fastest kernel per layer)",
                 "scheme": mine["scheme"],
                 "M": mine["M"],
                 "speedup": base_t.reindex(mine["M"]).to_numpy() / mine["time_step_measured_s"].to_numpy(),
@@ -289,7 +346,8 @@ def speedup_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str)
         measured, meas_cross = _measured_speedup(data, frames, sel, gpu)
         parts = [c for c in (pred_cross, meas_cross) if not c.empty]
         cross = pd.concat(parts, ignore_index=True) if parts else _no_crossings()
-    return {"predicted": predicted, "measured": measured, "crossovers": cross, "baseline": sel.baseline, "tier": tier}
+    return {"predicted": predicted, "measured": measured, "crossovers": cross, "baseline": sel.baseline, "tier": tier,
+            "best": sel.best and not sel.kernels}
 
 
 def speedup_view(data: DashboardData, frames: Frames, sel: Selection):
@@ -301,13 +359,15 @@ def speedup_view(data: DashboardData, frames: Frames, sel: Selection):
 def error_view(data: DashboardData, frames: Frames, sel: Selection):
     """predicted / measured per kernel × batch (median over the selected shapes) for the primary GPU."""
     gpu = sel.primary
-    tier = effective_tier(data, gpu, sel.tier)
+    tier = effective_tier(data, gpu, sel.tier, frames.latest)
     cmp = select_measured(frames.latest, data, sel, (gpu,))
+    ratio = (cmp[f"ratio_{tier}"] if f"ratio_{tier}" in cmp.columns
+             else cmp[TIER_COLUMNS[tier]] / cmp["time_measured_s"])  # fmt: skip
     frame = pd.DataFrame(
         {
             "label": cmp["kernel"].astype(str) + " (" + cmp["scheme"].astype(str) + ")",
             "M": cmp["M"],
-            "ratio": cmp[f"ratio_{tier}"],
+            "ratio": ratio,
         }
     )
     return fig_diagnostics.error_heatmap(frame, tier=tier, title=_title(data, gpu, f"Model error ({tier})", sel))
@@ -332,45 +392,7 @@ def compare_view(data: DashboardData, frames: Frames, sel: Selection, view: str)
             parts = time_parts(data, frames, sel, gpu)
             per_token = parts.pop("per_token")
             scale, unit = (style.MS, "ms per decode step") if per_token else (style.US, "µs per call")
-            panels.append(fig_batch.time_panel(**parts, scale=scale, unit=unit, **common))
+            panels.append(fig_batch.time_panel(**parts, scale=scale, unit=unit, best=sel.best and not sel.kernels,
+                                               **common))
     shape = f"model {sel.model}" if sel.model else sel.shape.replace("x", "×")
     return fig_batch.facet_figure(panels, title=f"GPU comparison — {view} · {shape} · {sel.mode}")
-
-
-def rollup_view(data: DashboardData, frames: Frames, sel: Selection):
-    """ms per decode step and tokens/s vs batch for the selected model (or the default one) on the primary GPU."""
-    model = sel.model or (DEFAULT_MODEL if DEFAULT_MODEL in data.model_keys else data.model_keys[0])
-    msel = replace(sel, shape="model:" + model)
-    gpu = sel.primary
-    pred = _rollup_predicted(data, msel, gpu, sel.schemes)
-    frames_out = [
-        pd.DataFrame(
-            {
-                "label": pred["scheme"],
-                "scheme": pred["scheme"],
-                "source": "predicted",
-                "M": pred["batch"],
-                "time_per_token_s": pred["time_step_s"],
-                "tokens_per_s": pred["tokens_per_s"],
-            }
-        )
-    ]
-    meas = _rollup_measured(data, frames, msel, gpu, sel.schemes)
-    if not meas.empty:
-        frames_out.append(
-            pd.DataFrame(
-                {
-                    "label": meas["scheme"],
-                    "scheme": meas["scheme"],
-                    "source": "measured",
-                    "M": meas["M"],
-                    "time_per_token_s": meas["time_step_measured_s"],
-                    "tokens_per_s": meas["tokens_per_s_measured"],
-                }
-            )
-        )
-    frame = pd.concat(frames_out, ignore_index=True)
-    tier = effective_tier(data, gpu, sel.tier)
-    note = "" if not meas.empty else " (predicted only: not every layer measured)"
-    title = f"Whole model {model} — {gpu_label(data, gpu)} · {tier}{note}"
-    return fig_batch.rollup_figure(frame, title=title)
