@@ -64,12 +64,17 @@ def _controls(data, **over):
 def test_tier_options_iterate_over_tiers(plain, kernel_tier):
     values = [o["value"] for o in tier_options(plain)]
     assert values == list(roofline.TIERS) and "kernel" in values
-    assert next(o for o in tier_options(plain) if o["value"] == "kernel")["disabled"]  # not in this data
-    assert default_selection(plain).tier == "floor"
+    # the comparison carries the kernel tier for every registered kernel: it is offered and the default
+    assert not next(o for o in tier_options(plain) if o["value"] == "kernel")["disabled"]
+    assert default_selection(plain).tier == "kernel"
+    bare = _without_kernel_columns(plain)
+    assert next(o for o in tier_options(bare) if o["value"] == "kernel")["disabled"]
+    assert default_selection(bare).tier == "floor"
 
 
 def test_kernel_tier_is_the_default_and_drawn(plain, kernel_tier):
-    data = _with_kernel_columns(plain)
+    # a grid without the tier: the predicted curve is the drawn kernels' own (synthetic: 0.9 x measured)
+    data = _with_kernel_columns(_without_kernel_columns(plain))
     assert default_selection(data).tier == "kernel"
     assert not next(o for o in tier_options(data) if o["value"] == "kernel")["disabled"]
     state = AppState(data)
@@ -97,8 +102,21 @@ def test_attribution_view_stacks_the_terms(plain, kernel_tier):
     assert {a.text for a in one.layout.annotations} == {"gemv_w4a16"}
 
 
+def _without_kernel_columns(data):
+    """The data as a comparison written before the kernel tier existed (and a prediction grid without it)."""
+    from workbench.compare import latest_points
+
+    cols = [c for c in data.comparison.columns if c.startswith(("attr_", "kernel_")) or c.endswith("_kernel")
+            or c == "time_kernel_s"]
+    cmp = data.comparison.drop(columns=cols)
+    grid = data.predictions
+    pred = grid.drop(columns=[c for c in grid.columns if "kernel" in c or c.startswith("attr_")])
+    return replace(data, comparison=cmp, latest=latest_points(cmp), predictions=pred)
+
+
 def test_attribution_without_the_columns_says_so(plain):
-    fig = callbacks.view_figure(AppState(plain), "attribution", _controls(plain), [])
+    bare = _without_kernel_columns(plain)
+    fig = callbacks.view_figure(AppState(bare), "attribution", _controls(bare), [])
     assert not fig.data and "no kernel-aware prediction in this data" in fig.layout.annotations[0].text
 
 

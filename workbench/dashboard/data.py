@@ -101,7 +101,8 @@ def _valid_pairs(schemes: list[str], shapes: list[tuple[int, int]]) -> list[tupl
 def predict_grid(
     gpu_keys: list[str], shapes: list[tuple[int, int]], calibrations: dict[str, Any], batches: tuple[int, ...]
 ) -> pd.DataFrame:
-    """Predictions for every GPU × scheme × batch × shape (one vectorized models.roofline.predict call)."""
+    """Predictions for every GPU × scheme × batch × shape (one vectorized models.roofline.predict call), with the
+    kernel tier of the fastest registered kernel per scheme."""
     from models.roofline import predict
     from models.schemes import SCHEME_NAMES
 
@@ -123,7 +124,10 @@ def predict_grid(
             "K": np.tile(np.repeat(k, n_m), n_g),
         }
     )
-    pred = predict(points, calibrations=calibrations or None)
+    from workbench.kernel_tier import best_kernel_tier
+
+    # the kernel tier: the fastest registered kernel of each scheme at each M on each GPU (kernel_predicted)
+    pred = best_kernel_tier(predict(points, calibrations=calibrations or None), calibrations)
     pred = pred.rename(columns={"gpu": "gpu_key"}) if "gpu_key" not in pred.columns else pred
     return _categorize(pred.reset_index(drop=True))
 

@@ -45,6 +45,10 @@ def layer_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str, b
             pred = predict(model_points(model, [gpu], [scheme], [batch]), data.calibrations or None)
         except InputError:
             continue
+        if tier == "kernel":
+            from workbench.kernel_tier import best_kernel_tier
+
+            pred = best_kernel_tier(pred, data.calibrations)
         for layer, part in pred.groupby("layer", sort=False):
             t = float((part[TIER_COLUMNS[tier]] * part["instances"]).sum())
             rows.append({"scheme": scheme, "source": "predicted", "layer": str(layer), "time_s": t})
