@@ -12,6 +12,7 @@ compiled per configuration through NVRTC -D options (cached by kernels.build and
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -257,7 +258,14 @@ def kernel_function(name: str, cfg: Config) -> Any:
 
 def _device_sms() -> int:
     cp = _cupy()
-    return int(cp.cuda.Device().attributes["MultiProcessorCount"])
+    return _sms(cp.cuda.Device().id)
+
+
+@cache
+def _sms(device_id: int) -> int:
+    """SMs of a device, read once (Device.attributes queries every attribute on each use)."""
+    cp = _cupy()
+    return int(cp.cuda.Device(device_id).attributes["MultiProcessorCount"])
 
 
 def grid_for(func: Any, cfg: Config, ntiles: int) -> int:

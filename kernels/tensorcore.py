@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -190,6 +191,14 @@ def check_shape(spec: KernelSpec, M: int, N: int, K: int, variant: str | None = 
                          f"got N={N}, K={K}")
 
 
+@cache
+def device_properties(device_id: int) -> dict[str, Any]:
+    """cudaGetDeviceProperties of a device, read once (it costs milliseconds, and every input set needs it)."""
+    import cupy
+
+    return dict(cupy.cuda.runtime.getDeviceProperties(device_id))
+
+
 def grid_ctas(tiles_n: int, ktiles: int, m_tiles: int, sms: int, per_sm: int) -> int:
     """CTAs per m-tile of the persistent grid: fill sms * per_sm slots, never more than there are iterations."""
     return max(1, min(tiles_n * ktiles, (sms * per_sm) // m_tiles))
@@ -232,7 +241,7 @@ class TensorCoreRunner:
 
         if self.per_sm:
             return self.per_sm
-        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        props = device_properties(cupy.cuda.Device().id)
         smem_sm = int(props.get("sharedMemPerMultiprocessor", 233472))
         regs_sm = int(props.get("regsPerMultiprocessor", 65536))
         regs = max(1, int(getattr(fn, "num_regs", 255)))
@@ -314,7 +323,7 @@ class TensorCoreRunner:
     def _sms_and_per_sm(self, fn: Any, cfg: TileConfig) -> tuple[int, int]:
         import cupy
 
-        sms = int(cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"])
+        sms = int(device_properties(cupy.cuda.Device().id)["multiProcessorCount"])
         return sms, self._ctas_per_sm(fn, cfg)
 
     def launch(self, problem: Problem) -> None:
