@@ -10,7 +10,8 @@
 // into the fp32 accumulators with one FFMA per accumulator by the block's combined scale sx[m] * sw:
 //   per K block and thread: 1 + BM/8 scale loads (the weight block's scale, uniform over the warpgroup's 64 channels
 //   which lie in one 128-channel block; the activation scales as float2, rows m and m+1), BM/4 FMUL (sx * sw),
-//   BM/2 FFMA (acc += part * s), one wgmma.wait_group 0 instead of keeping a group in flight.
+//   BM/2 FFMA (acc += part * s), one wgmma.wait_group 0 instead of keeping a group in flight, and up to BM/4 + 1
+//   register moves putting the prefetched scales of the next block in place.
 // The scale loads of the next K block are issued before this block's QGMMAs (one block ahead), so their latency
 // hides behind the tensor cores and the copies. Scales of a split
 // tile's pieces are applied before the fix-up, so the slots hold scaled fp32 sums and the epilogue only converts.
