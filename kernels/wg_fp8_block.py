@@ -127,12 +127,12 @@ class FP8BlockRunner(TensorCoreRunner):
         arrays["counters"] = cupy.zeros(cfg.m_tiles * tiles_n, dtype=cupy.int32)
         ctas = grid_ctas(tiles_n, ktiles, cfg.m_tiles, *self._sms_and_per_sm(fn, cfg))
         arrays["ws"] = cupy.empty(cfg.m_tiles * ctas * 2 * cfg.bm * cfg.bn, dtype=cupy.uint32)
-        problem = Problem(M, N, K, arrays, cupy.empty((M, N), dtype=cupy.float16), nbytes,
-                          cupy.asnumpy(ref) if reference else None, qerr)
+        out = cupy.empty((M, N), dtype=cupy.float16)
+        problem = Problem(M, N, K, arrays, out, nbytes, cupy.asnumpy(ref) if reference else None, qerr,
+                          bytes=nbytes + int(out.nbytes))  # what one launch reads and writes
         problem.tc_launch = ((ctas, cfg.m_tiles), (cfg.threads,), cfg.smem_bytes)
         problem.tc_config = cfg
         problem.m_pad = m_pad
-        problem.bytes = nbytes + int(problem.out.nbytes)  # what one launch reads and writes
         return problem
 
     def launch(self, problem: Problem) -> None:
