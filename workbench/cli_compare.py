@@ -16,9 +16,10 @@ import pandas as pd
 import typer
 
 from models.errors import InputError
+from models.paths import data_dir
 from workbench import cli_args
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DATA_DIR = data_dir()
 TABLES = ("comparison", "speedups", "crossovers", "errors")
 SOURCES = {"measured": ("measured",), "predicted": ("predicted",), "both": ("measured", "predicted")}
 
