@@ -19,9 +19,13 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNEL = "bf16_gemv"  # one NVRTC GEMV: compiles in seconds, batches 1..16
-SWEEP = ["--kernel", KERNEL, "--shape", "4096x4096", "--shape", "4096x11008", "--shape", "11008x4096",
-         "--batch", "1,2,4,8,16", "--budget", "0.5", "--no-progress"]  # ~10 s of sweep
+# NVRTC GEMVs (compile in seconds, batches 1..16). The sweep must outlast the second process's start (~2-3 s of
+# imports): on the H200 the profiler measures a GEMV point in ~0.05 s, and a 15-point plan ended before the second
+# sweep reached its lock (2026-12-03), so the plan is 4 kernels x 5 shapes x 6 batches = 120 points (~6-10 s).
+KERNELS = ("bf16_gemv", "fp16_gemv", "w8a16_gemv", "w4a16_gemv")
+SWEEP = [*(a for k in KERNELS for a in ("--kernel", k)), "--shape", "4096x4096", "--shape", "4096x11008",
+         "--shape", "11008x4096", "--shape", "12288x4096", "--shape", "22016x4096", "--batch", "1,2,3,4,8,16",
+         "--budget", "0.5", "--no-progress"]
 TARGET_SPREAD = 0.01  # workbench.timing.TimingConfig.target_spread, the limit the spread flag uses
 BUSY = """
 import sys, time, cupy
@@ -75,8 +79,10 @@ def test_second_sweep_on_the_same_gpu_and_file_is_refused(cp, tmp_path):
     assert " points -> " in banner, banner + first.stderr.read()
     second = _profile(tmp_path, out)
     s_out, s_err = second.communicate(timeout=600)
+    first_running = first.poll() is None  # the second sweep met a sweep that was still running
     f_out, f_err = first.communicate(timeout=900)
     assert first.returncode == 0, f_err
+    assert first_running or second.returncode == 2, "the first sweep ended before the second started: lengthen SWEEP"
     assert second.returncode == 2 and s_err.count("\n") == 1, s_err
     assert "is in use by pid" in s_err and str(first.pid) in s_err and "Traceback" not in s_err
     _check_rows(out, _planned(banner + f_out))
