@@ -102,8 +102,12 @@ def pair_speedups(comparison: pd.DataFrame, a: str, b: str, *, ours_only: bool =
 
 
 def _speedup_frame(comparison: pd.DataFrame, rows: pd.DataFrame, base: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    base = base.assign(_bthr=throttled_mask(base))[
-        [*SPEEDUP_KEY, "kernel", "scheme", "time_measured_s", "time_p10_s", "time_p90_s", "_bthr"]
+    if "time_kernel_s" not in base:  # a comparison written before the kernel tier
+        base = base.assign(time_kernel_s=np.nan)
+        rows = rows.assign(time_kernel_s=np.nan)
+    base = base.assign(_bthr=throttled_mask(base), baseline_time_kernel_s=base["time_kernel_s"])[
+        [*SPEEDUP_KEY, "kernel", "scheme", "time_measured_s", "time_p10_s", "time_p90_s", "_bthr",
+         "baseline_time_kernel_s"]
     ].rename(
         columns={
             "kernel": "baseline_kernel",
@@ -152,6 +156,9 @@ def _speedup_frame(comparison: pd.DataFrame, rows: pd.DataFrame, base: pd.DataFr
         ("floor", "time_floor_s"),
     ):
         out[f"speedup_{tier}"] = merged[f"base_{col}"].to_numpy(dtype="float64") / merged[col].to_numpy(dtype="float64")
+    # the kernel tier is per kernel: the baseline kernel's predicted time over this kernel's
+    out["speedup_kernel"] = (merged["baseline_time_kernel_s"].to_numpy(dtype="float64")
+                             / merged["time_kernel_s"].to_numpy(dtype="float64"))
     has_floor = np.isfinite(out["speedup_floor"].to_numpy(dtype="float64"))
     out["speedup_predicted"] = np.where(has_floor, out["speedup_floor"], out["speedup_datasheet"])
     out["predicted_tier"] = np.where(has_floor, "floor", "datasheet")
@@ -166,7 +173,8 @@ def _empty_speedups() -> pd.DataFrame:
         "gpu_key", "N", "K", "mode", "side", "kernel", "scheme", "role", "M", "baseline", "baseline_kernel",
         "baseline_scheme",
         "time_s", "baseline_time_s", "speedup_measured", "speedup_low", "speedup_high", "speedup_datasheet",
-        "speedup_calibrated", "speedup_floor", "speedup_predicted", "predicted_tier", "speedup_ideal", "throttled",
+        "speedup_calibrated", "speedup_floor", "speedup_kernel", "speedup_predicted", "predicted_tier",
+        "speedup_ideal", "throttled",
     ]  # fmt: skip
     return pd.DataFrame({c: [] for c in cols})
 
