@@ -102,11 +102,11 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print(json.dumps(result.summary.to_dict(orient="records"), indent=1))
         else:
-            print("Fastest kernel per (scheme, shape, M), L2-cold, unthrottled: |predicted / measured - 1|")
+            print("Fastest unthrottled kernel per (scheme, shape, M), L2-cold: |predicted / measured - 1|")
             print(_fmt_summary(result.summary))
             sp = result.speedups
             if len(sp):
-                print("\nW4A16 / BF16 speedup, kernel tier against measured (best kernel of each):")
+                print("\nW4A16 / BF16 speedup, kernel tier against measured (fastest unthrottled kernel of each):")
                 piv = sp.assign(cell=sp["speedup_predicted"].map("{:.2f}".format) + " / "
                                 + sp["speedup_measured"].map("{:.2f}".format))
                 print(piv.pivot_table(index=["view", "N", "K"], columns="M", values="cell", aggfunc="first")

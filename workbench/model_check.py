@@ -5,7 +5,8 @@ The kernel tier's parameters are estimated from kernel timings, so its error is 
 - leave one shape out (LOSO): for each (N, K), parameters refitted without it, then that shape predicted;
 - holdout: measurements the parameters never saw (e.g. shapes recorded after the table was fitted).
 The roofline tiers have no fitted parameters: one figure each.
-Points are the fastest kernel per (gpu, scheme, N, K, M) (`compare.best_per_scheme`'s rule), L2-cold, unthrottled.
+Points are the fastest unthrottled kernel per (gpu, scheme, N, K, M) (`compare.best_per_scheme` on L2-cold,
+unthrottled rows: where the fastest kernel was throttled, the next one stands).
 """
 
 from __future__ import annotations
