@@ -210,3 +210,15 @@ def test_hypotheses_verdicts_for_the_selected_gpu(tmp_path):
     assert all("/" not in str(r.get("file", "")) for r in records)  # the file by name, not the server's path
     for field in (c["field"] for c in columns):  # no column that is empty in every row
         assert any(r.get(field) not in (None, "") for r in records), field
+
+
+def test_scheme_per_batch_view_names_the_switch_points(state):
+    fig = callbacks.view_figure(state, "recommend", _controls(state), [])
+    assert fig.data and "w4a16 up to" in fig.layout.title.text
+    model = callbacks.view_figure(state, "recommend", _controls(state, shape="model:llama-2-7b"), [])
+    assert not model.data and "pick a shape" in model.layout.annotations[0].text
+
+
+def test_quantization_error_view_orders_granularities(state):
+    fig = callbacks.view_figure(state, "quant", _controls(state), [])
+    assert len(fig.data) >= 6 and "outlier channels" in fig.layout.title.text

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from models.errors import InputError
-from workbench.dashboard import guard, ids, style, table, views, views_breakdown
+from workbench.dashboard import guard, ids, style, table, views, views_breakdown, views_lessons
 from workbench.dashboard.data import DashboardData, Frames, UploadRegistry, parse_upload, session_frames
 from workbench.dashboard.queries import Selection, control_options, make_selection, status_lines
 from workbench.dashboard.uploads import MB, UPLOAD_LIMIT_BYTES, UPLOAD_LIMIT_MB
@@ -109,6 +109,8 @@ BUILDERS = {
     "clocks": views.clocks_view,
     "rollup": views_breakdown.rollup_view,
     "attribution": views_breakdown.attribution_view,
+    "recommend": views_lessons.recommend_view,
+    "quant": views_lessons.quant_error_view,
 }
 
 

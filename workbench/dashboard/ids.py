@@ -29,6 +29,8 @@ TIME = "fig-time"
 SPEEDUP = "fig-speedup"
 ERROR = "fig-error"
 ATTRIBUTION = "fig-attribution"
+RECOMMEND = "fig-recommend"
+QUANT = "fig-quant"
 CLOCKS = "fig-clocks"
 GPU_COMPARE = "fig-gpu-compare"
 ROLLUP = "fig-rollup"
@@ -51,6 +53,8 @@ TAB_VALUES = (
     "speedup",
     "error",
     "attribution",
+    "recommend",
+    "quant",
     "clocks",
     "compare",
     "rollup",
@@ -63,6 +67,8 @@ FIGURES = {
     "speedup": SPEEDUP,
     "error": ERROR,
     "attribution": ATTRIBUTION,
+    "recommend": RECOMMEND,
+    "quant": QUANT,
     "clocks": CLOCKS,
     "compare": GPU_COMPARE,
     "rollup": ROLLUP,

@@ -34,13 +34,16 @@ TAB_LABELS = {
     "speedup": "Speedup vs batch",
     "error": "Model error",
     "attribution": "Attribution",
+    "recommend": "Scheme per batch",
+    "quant": "Quantization error",
     "clocks": "Clocks",
     "compare": "GPU comparison",
     "rollup": "Whole model",
     "hypotheses": "Hypotheses",
     "table": "Data table",
 }
-GRAPH_HEIGHTS = {"roofline": "640px", "error": "auto", "attribution": "auto", "clocks": "660px",
+GRAPH_HEIGHTS = {"roofline": "640px", "error": "auto", "attribution": "auto", "recommend": "560px", "quant": "600px",
+                 "clocks": "660px",
                  "compare": "560px", "rollup": "auto"}  # fmt: skip
 
 
