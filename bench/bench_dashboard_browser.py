@@ -15,11 +15,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.app_server import start_app  # noqa: E402
 from tests.dashboard_synthetic import synthetic_measurements, write_dataset  # noqa: E402
 from workbench.dashboard import ids  # noqa: E402
 from workbench.dashboard.layout import TAB_LABELS  # noqa: E402
@@ -71,29 +70,11 @@ IDLE = ("() => window.__pending === 0 && window.__drawing === 0 && performance.n
         " && (window.__seen > %d || performance.now() - %f > 1000)")  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start(data_dir: Path | None) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    cmd = [sys.executable, str(ROOT / "app.py"), "--port", str(port)]
-    cmd += ["--data-dir", str(data_dir)] if data_dir else []
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"app.py exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return proc, f"http://127.0.0.1:{port}/"
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise SystemExit("app.py did not listen within 300 s")
+    try:
+        return start_app(data_dir, 300.0)
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def first_figure_s(page, url: str) -> float:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import os
-import socket
 import subprocess
 import sys
 import time
@@ -23,32 +21,16 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.app_server import start_app  # noqa: E402
 from tests.dash_fuzz import fuzz_bodies  # noqa: E402
 from tests.dash_requests import layout_values  # noqa: E402
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_server(data_dir: str | None) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    cmd = [sys.executable, str(ROOT / "app.py"), "--port", str(port)] + (["--data-dir", data_dir] if data_dir else [])
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"app.py exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return proc, f"http://127.0.0.1:{port}/"
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise SystemExit("app.py did not listen within 120 s")
+    try:
+        return start_app(data_dir, 120.0)
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

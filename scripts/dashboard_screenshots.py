@@ -10,16 +10,13 @@ from the link printed beside it.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.app_server import start_app  # noqa: E402
 from workbench.dashboard import ids  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -35,12 +32,6 @@ SHOTS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "dashboard"))
@@ -50,22 +41,11 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    cmd = [sys.executable, str(ROOT / "app.py"), "--port", str(port)]
-    cmd += ["--data-dir", args.data_dir] if args.data_dir else []
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        deadline = time.time() + 300
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise SystemExit("app.py did not start") from None
-                time.sleep(0.3)
-        base = f"http://127.0.0.1:{port}/"
+        proc, base = start_app(args.data_dir, 300.0)
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
+    try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
             page = browser.new_page(viewport={"width": 1500, "height": 1100})

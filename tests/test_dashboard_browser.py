@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from tests.app_server import start_app
 from tests.dashboard_synthetic import synthetic_measurements, write_dataset
 from workbench.dashboard import ids
 from workbench.dashboard.layout import TAB_LABELS
@@ -38,12 +34,6 @@ VIEWS = TAB_LABELS
 WAIT_MS = 60000
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     if not CHROMIUM.exists():
@@ -51,29 +41,12 @@ def server(tmp_path_factory):
     pytest.importorskip("playwright.sync_api")
     root = tmp_path_factory.mktemp("data")
     write_dataset(root, synthetic_measurements(gpus=("h200-sxm",)))
-    port = _free_port()
     log = open(tmp_path_factory.mktemp("log") / "app.log", "w")  # noqa: SIM115
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "app.py"), "--port", str(port), "--data-dir", str(root)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        env=env,
-    )
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"app.py exited with {proc.returncode}; see {log.name}")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("app.py did not start listening within 120 s")
-    yield f"http://127.0.0.1:{port}/"
+    try:
+        proc, url = start_app(root, 120.0, log)
+    except RuntimeError as exc:
+        pytest.fail(f"{exc}; see {log.name}")
+    yield url
     proc.terminate()
     proc.wait(timeout=10)
     log.close()

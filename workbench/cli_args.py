@@ -184,3 +184,24 @@ def check_bind(host: str, port: int) -> None:
         ) from None
     finally:
         sock.close()
+
+
+def write_csv(frame, out: str | Path) -> None:
+    """The CLI's one CSV writer: "-" is stdout; a path is written atomically (a temporary file beside it, then a
+    rename: never a half-written CSV) and one line on stderr says what was written."""
+    import sys
+
+    from workbench.store import atomic_write_bytes
+
+    text = frame.to_csv(index=False)
+    if str(out) == "-":
+        sys.stdout.write(text)
+        return
+    path = Path(out)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory; give a file name ending in .csv")
+    try:
+        atomic_write_bytes(path, text.encode())
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    print(f"wrote {len(frame)} rows to {path}", file=sys.stderr)

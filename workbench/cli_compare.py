@@ -8,7 +8,6 @@ input.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -96,23 +95,6 @@ def explain_empty(comparison: pd.DataFrame, data: Path, **filters) -> str:
     return "no measured point matches all the filters together; nothing written"
 
 
-def _write_csv(frame: pd.DataFrame, out: str) -> None:
-    text = frame.to_csv(index=False)
-    if out == "-":
-        sys.stdout.write(text)
-        return
-    from workbench.store import atomic_write_bytes
-
-    path = Path(out)
-    if path.is_dir():
-        raise InputError(f"{path} is a directory; give a file name ending in .csv")
-    try:
-        atomic_write_bytes(path, text.encode())
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    typer.echo(f"wrote {len(frame)} rows to {path}", err=True)
-
-
 # ---------------------------------------------------------------------------------------------------- commands
 GpuOpt = Annotated[list[str] | None, typer.Option("--gpu", help="GPU key(s), repeatable or a comma list")]
 DataOpt = Annotated[  # str, not Path: Path("") is "." and an empty value must be refused, not read as the cwd
@@ -162,7 +144,7 @@ def export(
         result = pd.concat(frames, ignore_index=True)
         if not len(result):
             raise InputError(explain_empty(comparison, data, gpu=gpu, scheme=scheme, batch=batch))
-        _write_csv(result, out)
+        cli_args.write_csv(result, out)
         return
     scoped = filter_points(comparison, gpu=gpu, shapes=shapes, batch=batch)
     if table == "comparison":
@@ -176,7 +158,7 @@ def export(
     if not len(result):
         why = explain_empty(comparison, data, gpu=gpu, scheme=scheme, kernel=kernel, shapes=shapes, batch=batch)
         raise InputError(f"{table}: {why}" if table != "comparison" else why)
-    _write_csv(result, out)
+    cli_args.write_csv(result, out)
 
 
 def _verdicts(data: Path, hypotheses: list[str] | None, source: str, gpu: list[str] | None):
@@ -254,7 +236,7 @@ def validate(
     hyps, comparison, results, files = _verdicts(data, hypotheses, source, gpu)
     _print_verdicts(results)
     if csv is not None:
-        _write_csv(results, csv)
+        cli_args.write_csv(results, csv)
     if html is not None:
         from workbench.report import write_report
 

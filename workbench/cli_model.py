@@ -87,8 +87,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Model error per tier, scheme and batch range: in sample, leave-one-shape-out and on held-out files."""
         from models.paths import data_dir as default_dir
+        from workbench.cli_args import write_csv
         from workbench.model_check import check, crossovers
-        from workbench.store import atomic_write_bytes
 
         root = data_dir or default_dir()
         if csv is not None and csv.suffix != ".csv":
@@ -114,5 +114,4 @@ def register(app: typer.Typer) -> None:
                 print("\nCrossover batch (first M with speedup <= 1; steps apart in the batch list):")
                 print(crossovers(sp).to_string(index=False))
         if csv is not None:
-            atomic_write_bytes(csv, result.points.to_csv(index=False).encode())
-            print(f"wrote {len(result.points)} rows to {csv}", file=sys.stderr)
+            write_csv(result.points, csv)

@@ -74,19 +74,6 @@ def _calibrations(tier: str, data_dir: Path | None, gpu_keys: list[str]) -> dict
     return cals
 
 
-def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
-    """Write to a temporary file beside `path`, then rename: never a half-written CSV. A missing folder is created,
-    as `workbench export` and `workbench profile --out` do."""
-    from workbench.store import atomic_write_bytes
-
-    path = Path(cli_args.csv_path(path, "--csv"))
-    try:
-        atomic_write_bytes(path, frame.to_csv(index=False).encode())
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    typer.echo(f"wrote {len(frame)} rows to {path}", err=True)
-
-
 def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], shape: str | None,
                    model: str | None, baseline: str, group_size: int | None, tier: str,
                    calibrations: dict) -> pd.DataFrame:
@@ -224,13 +211,13 @@ def predict_command(
         out = out[out["scheme"].isin(schemes)].reset_index(drop=True)
         _print_rollup(out, f"{model}: linear layers per decode step ({tier} roofline)")
         if csv is not None:
-            write_csv_atomic(out, csv)
+            cli_args.write_csv(out, cli_args.csv_path(csv, "--csv"))
         return
     pred = predict_points(gpu_keys, schemes, batches, shape, model, baseline, group_size, tier, cals)
     what = model or (shape or DEFAULT_SHAPE)
     _print_points(pred, tier, f"{what}: predicted time per GEMM ({tier} roofline)")
     if csv is not None:
-        write_csv_atomic(pred[[c for c in POINT_CSV_COLUMNS if c in pred]], csv)
+        cli_args.write_csv(pred[[c for c in POINT_CSV_COLUMNS if c in pred]], cli_args.csv_path(csv, "--csv"))
 
 
 def _print_columns(title: str, headers: list[tuple[str, str]], rows: list[list[str]], narrow_drop: tuple[str, ...],

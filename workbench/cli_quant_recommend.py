@@ -4,7 +4,6 @@ units and fractions, atomically (or to stdout with `-`)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +11,7 @@ import pandas as pd
 import typer
 
 from models.errors import InputError
+from workbench import cli_args
 from workbench.format import fmt_percent, fmt_time
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
@@ -33,23 +33,6 @@ def _ints(values: list[str] | None, what: str) -> list[int]:
             raise InputError(f"{what} {v} must be a positive integer")
         out.append(v)
     return sorted(set(out))
-
-
-def _write_csv(frame: pd.DataFrame, out: str) -> None:
-    text = frame.to_csv(index=False)
-    if out == "-":
-        sys.stdout.write(text)
-        return
-    from workbench.store import atomic_write_bytes
-
-    path = Path(out)
-    if path.is_dir():
-        raise InputError(f"{path} is a directory; give a file name ending in .csv")
-    try:
-        atomic_write_bytes(path, text.encode())
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    typer.echo(f"wrote {len(frame)} rows to {path}", err=True)
 
 
 def _weights(weights: Path | None, tensor: str | None, dist: str, shape: str, seed: int, std: float, df: float,
@@ -104,7 +87,7 @@ def quant_error_command(
         raise InputError(f"group size {bad[0]} does not divide K={w.shape[1]}; give group sizes that divide K")
     table = qe.explore(w, qe.default_choices(formats, groups), tokens, seed)
     if csv == "-":
-        _write_csv(table, csv)
+        cli_args.write_csv(table, csv)
         return
     typer.echo(f"weights: {source} ({w.shape[0]}x{w.shape[1]}); y = x W^T with {tokens} Gaussian tokens")
     typer.echo(f"{'choice':26s} {'bits/weight':>11s} {'overhead':>9s} {'W error':>9s} {'y error':>9s}")
@@ -112,7 +95,7 @@ def quant_error_command(
         typer.echo(f"{r.label:26s} {r.bits_per_weight:11.3f} {100 * r.overhead:8.3f}% "
                    f"{fmt_percent(r.weight_error_rel):>9s} {fmt_percent(r.output_error_rel):>9s}")
     if csv:
-        _write_csv(table, csv)
+        cli_args.write_csv(table, csv)
 
 
 def recommend_command(
@@ -200,8 +183,8 @@ def recommend_command(
             typer.echo(f"{r.M:5d} {fmt_time(r.time_step_s):>10s} {fmt_time(r.time_step_single_s):>12s} "
                        f"{fmt_percent(r.gain_over_single - 1):>7s}  {r.layers}")
     if csv:
-        _write_csv(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=rec.BY_BATCH_COLUMNS),
-                   csv)
+        table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=rec.BY_BATCH_COLUMNS)
+        cli_args.write_csv(table, csv)
 
 
 def register(app: typer.Typer) -> None:
