@@ -16,8 +16,8 @@ import pytest
 
 from models.errors import InputError
 from models.hardware import parse_calibration
-from models.roofline import TIERS, crossover, predict, speedup
 from models.rollup import model_points, rollup
+from models.roofline import TIERS, crossover, predict, speedup
 from models.schemes import check_group, get_scheme, traffic
 from models.workloads import Layer, Model
 
