@@ -152,6 +152,35 @@ def test_sm_clock_scales_calibrated_compute_not_bandwidth():
         predict(pts(rows), CALS, sm_clock_hz="nope")
 
 
+def test_ties_are_memory_bound_and_a_floor_equal_to_the_time_is_not_latency():
+    # a calibration whose read stream is exactly the bytes and whose bf16 ceiling exactly the FLOPs of the point:
+    # 33_570_816 B / 33_570_816 B/s = 1 s = 33_554_432 FLOP / 33_554_432 FLOP/s, with a floor of exactly 1 s
+    tie = parse_calibration({"schema_version": 1, "gpu_key": "h200-sxm", "sm_clock_hz": 2e9,
+                             "ceilings": {"read_bytes_per_s": 33_570_816, "bf16_mma_flops": 33_554_432,
+                                          "graph_launch_floor_s": 1.0}})
+    r = one([("h200-sxm", "bf16", 1, 4096, 4096)], {"h200-sxm": tie}).iloc[0]
+    assert r["t_memory_calibrated_s"] == r["t_compute_calibrated_s"] == 1.0
+    assert r["bound_calibrated"] == "memory" and r["time_floor_s"] == 2.0
+
+
+def test_non_numeric_clock_and_ctas_are_ignored_without_warnings():
+    import warnings
+
+    rows = [("h200-sxm", "bf16", 4096, 4096, 4096)] * 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = predict(pts(rows, sm_clock_hz=["n/a", 1e9], ctas=["n/a", 0]), CALS)
+    assert list(p["peak_calibrated"]) == [500e12, 250e12]  # "n/a" → NaN → unscaled
+    assert list(p["time_floor_s"]) == pytest.approx([2.74877906944e-4 + 2e-6, 5.49755813888e-4 + 2e-6], rel=1e-12)
+
+
+def test_missing_columns_message_and_empty_dtypes():
+    with pytest.raises(InputError, match=r"^points lack column\(s\) scheme, N; need gpu, scheme, M, N, K$"):
+        predict(pd.DataFrame({"gpu": ["h200-sxm"], "M": [1], "K": [1]}))
+    empty = predict(pts([]))
+    assert all(empty[c].dtype == np.float64 for c in TIERS.values())
+
+
 def test_latency_bound_when_the_floor_exceeds_both_terms():
     r = one([("h200-sxm", "bf16", 1, 256, 256)], CALS).iloc[0]
     # bytes 256·256·2 + 256·2 + 256·2 = 132_096; 132_096 / 4e12 = 3.3024e-8 s < 2e-6 s floor
@@ -169,11 +198,6 @@ def test_uncalibrated_gpu_has_nan_calibrated_columns():
     assert r["bound_calibrated"] == "" and r["compute_unit_calibrated"] == ""
 
 
-def test_empty_points_give_the_tier_columns():
-    out = predict(pts([]))
-    assert out.empty and set(TIERS.values()) <= set(out.columns)
-
-
 def test_group_size_column_changes_only_that_scheme():
     p = predict(pts([("h200-sxm", "w4a16", 1, 4096, 4096), ("h200-sxm", "w4a16", 1, 4096, 4096),
                      ("h200-sxm", "bf16", 1, 4096, 4096)], group_size=[64, np.nan, 64]))
@@ -183,12 +207,13 @@ def test_group_size_column_changes_only_that_scheme():
 
 # ------------------------------------------------------------------------------------------------ speedup, crossover
 def hand_frame():
-    """A prediction-shaped frame with chosen times: two layers of the same shape, so only `layer` tells them apart."""
+    """A prediction-shaped frame with chosen times: two layers of the same shape, so only `layer` tells them apart;
+    the bf16 time grows with M (base·M), so only `M` matches a batch with its own baseline."""
     rows = []
     for layer, base in (("q", 1.0), ("o", 2.0)):
         for m, t_w4 in ((1, 0.25), (2, 0.6), (4, 1.0), (8, 1.5)):
-            rows.append(("h200-sxm", layer, 4096, 4096, m, "bf16", base, base * 3))
-            rows.append(("h200-sxm", layer, 4096, 4096, m, "w4a16", base * t_w4, base * 3 * t_w4 * m))
+            rows.append(("h200-sxm", layer, 4096, 4096, m, "bf16", base * m, base * 3 * m))
+            rows.append(("h200-sxm", layer, 4096, 4096, m, "w4a16", base * m * t_w4, base * 3 * m * t_w4 * m))
     return pd.DataFrame(rows, columns=["gpu", "layer", "N", "K", "M", "scheme", "time_datasheet_s", "time_floor_s"])
 
 
@@ -197,8 +222,33 @@ def test_speedup_joins_on_layer_and_batch():
     w4 = sp[sp.scheme == "w4a16"]
     # baseline/time = 1 / t_w4 per batch, whichever layer: 4, 1.667, 1, 0.667
     assert list(w4["speedup"]) == pytest.approx([4.0, 1 / 0.6, 1.0, 1 / 1.5] * 2, rel=1e-12)
-    assert list(w4["time_baseline_s"]) == [1.0] * 4 + [2.0] * 4
+    assert list(w4["time_baseline_s"]) == [1.0, 2.0, 4.0, 8.0, 2.0, 4.0, 8.0, 16.0]
     assert list(sp.index) == list(hand_frame().index)
+
+
+def test_speedup_keeps_rows_without_a_baseline_and_takes_the_first_duplicate():
+    df = pd.DataFrame({"gpu": "h200-sxm", "N": 4096, "K": 4096, "M": [1, 1, 1, 2],
+                       "scheme": ["bf16", "bf16", "w4a16", "w4a16"], "time_datasheet_s": [1.0, 3.0, 0.5, 0.5]},
+                      index=[10, 11, 12, 13])
+    sp = speedup(df)
+    # M=1: the first bf16 row (1.0) is the baseline: 1/0.5 = 2; M=2 has no baseline: NaN, row kept
+    assert list(sp.index) == [10, 11, 12, 13] and sp["speedup"].iloc[2] == 2.0 and math.isnan(sp["speedup"].iloc[3])
+    assert list(sp["speedup"].iloc[:2]) == [1.0, 1 / 3]
+
+
+def test_crossover_groups_by_n_and_by_k_and_its_columns():
+    def frame(shapes):
+        rows = []
+        for (n, k), t in zip(shapes, ([0.5, 0.9, 1.2], [0.5, 2.0, 3.0]), strict=True):
+            for m, tw in zip((1, 2, 4), t, strict=True):
+                rows += [("h200-sxm", n, k, m, "bf16", 1.0), ("h200-sxm", n, k, m, "w4a16", tw)]
+        return pd.DataFrame(rows, columns=["gpu", "N", "K", "M", "scheme", "time_datasheet_s"])
+
+    # shape 1: speedups 2, 1.11, 0.83 → crossover at M = 4; shape 2: 2, 0.5, 0.33 → M = 2
+    for shapes in (((4096, 4096), (8192, 4096)), ((4096, 4096), (4096, 8192))):
+        cx = crossover(frame(shapes))
+        assert list(cx.columns) == ["gpu", "scheme", "N", "K", "crossover_M"]
+        assert list(cx["crossover_M"]) == [4.0, 2.0] and cx["crossover_M"].dtype == np.float64
 
 
 def test_speedup_joins_on_shape():
