@@ -328,6 +328,20 @@ def test_rollup_by_hand_with_experts_baseline_and_tiers():
     assert list(out.reset_index()["model"].unique()) == ["toy"]
 
 
+def test_rollup_columns_order_and_a_single_layer_model():
+    single = Model("one", "one", (Layer("o", 4096, 4096, 3),))
+    out = rollup(single, "h200-sxm", ["w4a16", "bf16"], [2, 1])
+    assert list(out.columns) == ["model", "gpu", "scheme", "batch", "bytes_step", "flops_step",
+                                 "time_step_datasheet_s", "time_step_calibrated_s", "time_step_floor_s",
+                                 "time_step_s", "tokens_per_s"]
+    # rows in the order given (schemes, then batches); batch stays an integer
+    assert list(zip(out["scheme"], out["batch"], strict=True)) == [("w4a16", 2), ("w4a16", 1), ("bf16", 2),
+                                                                   ("bf16", 1)]
+    assert out["batch"].dtype == np.int64
+    # one layer, 3 instances, bf16 at M = 1: 3 × 33_570_816 B / 4.8e12
+    assert out["time_step_s"].iloc[3] == pytest.approx(3 * 33_570_816 / 4.8e12, rel=1e-12)
+
+
 def test_rollup_time_column_and_missing_calibration():
     floor = rollup(TOY, "h200-sxm", ["bf16"], [1], calibrations=CALS, time_col="time_floor_s").iloc[0]
     assert floor["time_step_s"] == pytest.approx(4 * (33_570_816 / 4e12 + 2e-6), rel=1e-12)

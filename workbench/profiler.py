@@ -268,13 +268,13 @@ def run_sweep(
                 if bar:
                     bar.update(task, description=f"{name} {p.shape.N}x{p.shape.K} M={p.M}")
                 try:
+                    if name in unavailable:  # before the factory: a runner that cannot be built is tried once
+                        continue
                     if name not in runners:
                         t = time.perf_counter()
                         runners[name] = runner_factory(name)
                         add_phase("runner setup", time.perf_counter() - t)
                     runner = runners[name]
-                    if name in unavailable:
-                        continue
                     try:
                         runner.check(p.M, p.shape.N, p.shape.K)
                     except InputError as exc:
