@@ -213,7 +213,8 @@ def test_launch_ceilings_divide_by_the_launch_count():
 def test_calibrate_writes_the_document(tmp_path, monkeypatch, cc, nvml, emulated):
     env = Environment("NVIDIA H200", "h200-sxm", "GPU-12345678-aaaa", cc, 132, 60 << 20, 141 << 30, "580", "13.0",
                       "14.2", "", "abc")
-    ceilings = [cal.Ceiling("read_bytes_per_s", 4.4e12, 0.001, "r"), cal.Ceiling("graph_launch_floor_s", 2e-6, 0.0, "g"),
+    ceilings = [cal.Ceiling("read_bytes_per_s", 4.4e12, 0.001, "r"),
+                cal.Ceiling("graph_launch_floor_s", 2e-6, 0.0, "g"),
                 cal.Ceiling("fp16_mma_flops", 6e14, 0.002, "m"), cal.Ceiling("fp8_mma_flops", 4e14, 0.0, "e")]
     monkeypatch.setattr(cal, "require_gpu", lambda: None)
     monkeypatch.setattr(cal, "CudaTimer", lambda: ConstTimer(1.0))
