@@ -144,8 +144,8 @@ def test_sm_clock_scales_calibrated_compute_not_bandwidth():
     assert half["time_datasheet_s"] == pytest.approx(137_438_953_472 / 989.4e12, rel=1e-12)  # datasheet unscaled
     by_col = predict(pts(rows, sm_clock_hz=1e9), CALS).iloc[0]
     assert by_col["peak_calibrated"] == pytest.approx(250e12, rel=1e-12)
-    named = predict(pts(rows, clk=0.5e9), CALS, sm_clock_hz="clk").iloc[0]
-    assert named["peak_calibrated"] == pytest.approx(125e12, rel=1e-12)
+    named = predict(pts(rows * 2, clk=[0.5e9, "n/a"]), CALS, sm_clock_hz="clk")
+    assert list(named["peak_calibrated"]) == [pytest.approx(125e12, rel=1e-12), 500e12]  # "n/a": unscaled
     unscaled = predict(pts(rows, sm_clock_hz=float("nan")), CALS).iloc[0]
     assert unscaled["peak_calibrated"] == 500e12
     with pytest.raises(InputError, match=r"^sm_clock_hz column 'nope' is not in the points$"):
@@ -408,6 +408,12 @@ def test_traffic_does_not_overflow_integer_shapes():
     assert t.weight_bytes == 2.0**65
     assert t.out_bytes == 3 * 2.0**33 and t.act_bytes == 3 * 2.0**33
     assert t.flops == 2.0 * 3 * 2.0**64
+
+
+def test_predict_does_not_overflow_integer_columns():
+    p = predict(pts([("h200-sxm", "w4a16", 1, 2**32, 2**32)])).iloc[0]
+    # 2³²·2³² weights × 4 dequant ops (int64 would wrap 2⁶⁴ to 0); weights 2⁶⁴ × 0.5 B
+    assert p["dequant_ops"] == 4 * 2.0**64 and p["weight_bytes"] == 2.0**63
 
 
 def test_traffic_vectorizes_over_n_and_k_alone():
