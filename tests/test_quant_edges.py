@@ -271,3 +271,82 @@ def test_tc_pack_messages():
     q = quant.random_w4(128, 256, 128, seed=4)
     p = pack_tc.pack_w4(q)
     assert (p.N, p.K) == (128, 256) and p.words.size == 128 * 256 // 8 and p.scale_zero.size == 2 * 128 * 2
+
+
+# ------------------------------------------------------------------------------------------------ subnormal scales
+def test_w8_and_act_int8_codes_stay_within_127_when_the_scale_rounds_down():
+    # amax = 127 · 100.49 · 2⁻²⁴: amax/127 is a subnormal fp16 that rounds down to 100·2⁻²⁴, so amax/s = 127.62
+    # → rint 128, clipped to 127 (and −128 to −127); amax/2 → 63.81 → 64
+    amax = 127 * 100.49 * 2.0**-24
+    q = quant.quantize_w8(np.array([[amax, -amax, amax / 2]]))
+    assert q.scales.tolist() == [100 * 2.0**-24] and q.codes.tolist() == [[127, -127, 64]]
+    # the same in float32 for activations: 100.49·2⁻¹⁴⁹ rounds to the subnormal 100·2⁻¹⁴⁹
+    x = 127 * 100.49 * 2.0**-149
+    codes, scales = quant.quantize_act_int8(np.array([[x, -x]]))
+    assert scales.tolist() == [np.float32(100 * 2.0**-149)] and codes.tolist() == [[127, -127]]
+
+
+def test_w4_zero_and_codes_stay_within_0_15_when_the_scale_rounds_down():
+    # span = 15 · 14.49 · 2⁻²⁴: span/15 rounds to the fp16 subnormal 14·2⁻²⁴, so span/s = 15.525 → rint 16
+    span = 15 * 14.49 * 2.0**-24
+    neg = [-span] + [0.0] * 7  # lo = −span: zero rint(15.525) = 16 → 15; −span → −16 + 15 = −1 → 0
+    pos = [span] + [0.0] * 7  # hi = span: zero 0; span → 16 → 15
+    q = quant.quantize_w4(np.array([neg + pos]), 8)
+    assert q.scales.tolist() == [[14 * 2.0**-24] * 2] and q.zeros.tolist() == [[15, 0]]
+    assert q.codes.tolist() == [[0] + [15] * 7 + [15] + [0] * 7]
+
+
+def test_scales_below_one_are_amax_over_the_range():
+    # amax 127·2⁻⁸ = 0.496: w8 scale 2⁻⁸ exactly; fp8 amax 0.4375 = 448·2⁻¹⁰: scale 2⁻¹⁰
+    q = quant.quantize_w8(np.array([[127 * 2.0**-8, 2.0**-8]]))
+    assert q.scales.tolist() == [2.0**-8] and q.codes.tolist() == [[127, 1]]
+    f = quant.quantize_fp8(np.array([[0.4375, -2.0**-10]]), per="tensor")
+    assert f.scales.tolist() == [2.0**-10] and f.codes.tolist() == [[0x7E, 0xB8]]  # 448 and −1.0
+    c, s = quant.quantize_act_int8(np.array([[0.5, 0.25]]))
+    assert s.tolist() == [np.float32(0.5 / 127)] and c.tolist() == [[127, 64]]  # 63.5 → 64
+
+
+def test_result_dtypes():
+    assert quant.encode_e4m3(np.array([1.0, -2.0])).dtype == np.uint8
+    assert quant.to_bf16_bits(np.array([1.0])).dtype == np.uint16
+    assert quant.random_w8(4, 8).codes.dtype == np.int8 and quant.random_w8(4, 8).scales.dtype == np.float16
+    assert quant.random_fp8(4, 8).scales.dtype == np.float32
+    with pytest.raises(InputError, match=r"^w8 weight must be a 2-D array, got shape \(3,\)$"):
+        quant.quantize_w8(np.ones(3))
+    with pytest.raises(InputError, match="^w4 needs N, K > 0, got N=4, K=0$"):
+        quant.check_w4_shape(4, 0, 8)
+
+
+# ------------------------------------------------------------------------------------------------ random sets
+def test_random_defaults_and_reproducibility():
+    assert quant.quantize_w4(np.ones((2, 256))).scales.shape == (2, 2)  # default G = 128
+    w4 = quant.random_w4(4, 256)
+    assert w4.group_size == 128 and w4.scales.shape == (4, 2)
+    assert np.array_equal(w4.codes, quant.random_w4(4, 256, seed=0).codes)  # default seed 0
+    f = quant.random_fp8(4, 8)
+    assert f.granularity == "channel" and f.scales.shape == (4,)
+    assert np.array_equal(f.codes, quant.random_fp8(4, 8, seed=0).codes)
+    assert np.array_equal(quant.random_fp8(4, 8, seed=9).codes, quant.random_fp8(4, 8, seed=9).codes)
+    assert np.array_equal(quant.random_w8(4, 8).codes, quant.random_w8(4, 8, seed=0).codes)
+    assert np.array_equal(quant.random_w8(4, 8, seed=9).codes, quant.random_w8(4, 8, seed=9).codes)
+    assert not np.array_equal(quant.random_w8(4, 8, seed=9).codes, quant.random_w8(4, 8, seed=10).codes)
+
+
+def _spans_range(values, lo, hi):
+    """Uniform draws on [lo, hi) (then rounded to fp16/fp32: 1e-3 slack): hundreds of them reach both outer
+    quarters."""
+    v = np.asarray(values, dtype=np.float64)
+    q = (hi - lo) / 4
+    return lo * (1 - 1e-3) <= v.min() < lo + q and hi - q < v.max() <= hi * (1 + 1e-3)
+
+
+def test_random_distributions_cover_their_ranges():
+    w4 = quant.random_w4(64, 1024, 32, seed=3)  # 2048 scales and zeros
+    assert _spans_range(w4.scales.astype(np.float64), 0.01, 0.03) and w4.zeros.min() == 0 and w4.zeros.max() == 15
+    w8 = quant.random_w8(256, 64, seed=3)
+    assert _spans_range(w8.scales.astype(np.float64), 0.5e-3, 1.5e-3)
+    f = quant.random_fp8(256, 256, seed=3)
+    assert _spans_range(f.scales, 0.5e-3, 1.5e-3)
+    assert (f.codes & 0x7F).min() == 0  # code 0 (and 0x80) drawn too
+    negative = float((f.codes & 0x80).astype(bool).mean())
+    assert 0.48 < negative < 0.52  # signs are fair coin flips
