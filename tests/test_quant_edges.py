@@ -225,7 +225,10 @@ def test_pack_w4a16_outputs_and_group_refusals():
     q = quant.random_w4(4, 256, 64, seed=1)
     words, sz = pack_w4.pack_w4a16(q)
     assert words.shape == (4, 32) and words.dtype == np.uint32 and sz.shape == (4, 4) and sz.dtype == np.uint32
-    assert np.array_equal(pack_w4.unpack_w4_fast(words), q.codes)
+    assert np.array_equal(pack_w4.unpack_w4_fast(words), q.codes) and pack_w4.unpack_w4_fast(words).dtype == np.uint8
+    assert np.array_equal(sz, pack_w4.pack_scale_zero(q.scales, q.zeros))
+    assert np.array_equal((sz & 0xFFFF).astype(np.uint16).view(np.float16), q.scales)
+    assert np.array_equal((sz >> 16).astype(np.uint16).view(np.float16), q.zeros.astype(np.float16) + 1024)
     for G, K in ((96, 192), (16, 256), (8, 256)):
         q = quant.random_w4(4, K, G, seed=0)
         with pytest.raises(InputError, match=f"^the fast w4a16 kernel needs a power-of-two group size >= 32, got "
