@@ -245,6 +245,7 @@ def test_tc_pack_first_word_by_hand():
     words = pack_tc.pack_codes(codes)
     assert int(words[0]) == 0x3BB30880
     assert np.array_equal(pack_tc.unpack_codes(words, 128, 128), codes)
+    assert pack_tc.unpack_codes(words, 128, 128).dtype == np.uint8
 
 
 def test_tc_scale_zero_first_pairs_by_hand():
@@ -256,6 +257,8 @@ def test_tc_scale_zero_first_pairs_by_hand():
     assert packed[:8].tolist() == [0.0, 0.0, 0.125, 8.0, 0.25, 0.0, 0.375, 8.0]
     s, z = pack_tc.unpack_scale_zero(packed, 128, 128)
     assert np.array_equal(s, scales) and np.array_equal(z, zeros) and z.dtype == np.uint8
+    wide = pack_tc.pack_scale_zero(scales.astype(np.float64), zeros)  # float64 scales are stored as fp16 too
+    assert wide.dtype == np.float16 and np.array_equal(wide, packed)
 
 
 def test_tc_pack_messages():
@@ -271,6 +274,8 @@ def test_tc_pack_messages():
     for N, K in ((0, 128), (128, 0), (-128, 128)):
         with pytest.raises(InputError):
             pack_tc.check_tc_w4_shape(N, K)
+    with pytest.raises(InputError, match="^the tensor-core w4a16 kernel supports group size 128 only, got 64$"):
+        pack_tc.pack_w4(quant.random_w4(128, 256, 64, seed=4))
     q = quant.random_w4(128, 256, 128, seed=4)
     p = pack_tc.pack_w4(q)
     assert (p.N, p.K) == (128, 256) and p.words.size == 128 * 256 // 8 and p.scale_zero.size == 2 * 128 * 2
