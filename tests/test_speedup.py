@@ -106,15 +106,25 @@ def test_newest_measurement_of_a_point_wins():
     assert list(w4["speedup_measured"]) == [3.0]
 
 
+SPEEDUP_COLUMNS = [
+    "gpu_key", "N", "K", "mode", "side", "kernel", "scheme", "role", "M", "baseline", "baseline_kernel",
+    "baseline_scheme", "time_s", "baseline_time_s", "speedup_measured", "speedup_low", "speedup_high",
+    "speedup_datasheet", "speedup_calibrated", "speedup_floor", "speedup_predicted", "predicted_tier",
+    "speedup_ideal", "throttled"]  # fmt: skip
+CROSSOVER_COLUMNS = [
+    "gpu_key", "N", "K", "mode", "side", "kernels", "baseline", "baseline_kernels", "n_batches", "max_batch",
+    "crossover_measured", "crossover_low", "crossover_high", "crossover_predicted", "throttled"]  # fmt: skip
+
+
 def test_output_columns_values_and_order():
     rows = base_rows() + [point("w8a16_gemv", "w8a16", 4, 8e-6), point("w4a16_gemv", "w4a16", 4, 4e-6),
                           point("w4a16_gemv", "w4a16", 1, 4e-6)]
     sp = speedups(cmp_of(rows))
-    assert list(sp.columns) == [
-        "gpu_key", "N", "K", "mode", "side", "kernel", "scheme", "role", "M", "baseline", "baseline_kernel",
-        "baseline_scheme", "time_s", "baseline_time_s", "speedup_measured", "speedup_low", "speedup_high",
-        "speedup_datasheet", "speedup_calibrated", "speedup_floor", "speedup_predicted", "predicted_tier",
-        "speedup_ideal", "throttled"]  # fmt: skip
+    assert list(sp.columns) == SPEEDUP_COLUMNS
+    cx = crossovers(sp)
+    assert list(cx.columns) == CROSSOVER_COLUMNS and list(cx["side"]) == ["w4a16_gemv", "w8a16_gemv"]
+    rev = crossovers(sp.iloc[::-1])  # rows in any order: one row per group, sorted by the group key
+    assert list(rev["side"]) == ["w4a16_gemv", "w8a16_gemv"] and list(rev.columns) == CROSSOVER_COLUMNS
     assert list(zip(sp["side"], sp["M"], strict=True)) == [("cublas_bf16", 1), ("cublas_bf16", 4),
                                                            ("cublas_bf16", 32), ("w4a16_gemv", 1), ("w4a16_gemv", 4),
                                                            ("w8a16_gemv", 4)]
@@ -147,16 +157,15 @@ def test_missing_baseline_and_unknown_names():
 
 def test_empty_inputs_give_typed_empty_tables():
     empty = compare_points(frame([point("k", "bf16", 1, 1e-5, gpu="")]))
+    full = speedups(cmp_of(base_rows()))
     for table in (speedups(empty), pair_speedups(empty, "w4a16", "bf16")):
-        assert table.empty and "speedup_measured" in table and "throttled" in table and len(table.columns) == 24
+        assert table.empty and list(table.columns) == list(full.columns) == SPEEDUP_COLUMNS
     cmp = cmp_of(base_rows())
     assert pair_speedups(cmp, "w4a16", "bf16").empty  # no w4a16 measured
     assert pair_speedups(cmp, "bf16", "w4a16").empty
     assert speedups(cmp_of(base_rows() + [point("w4a16_gemv", "w4a16", 2, 4e-6)]), kernels=["w4a16_gemv"]).empty
     c = crossovers(speedups(empty))
-    assert c.empty and list(c.columns) == [
-        "gpu_key", "N", "K", "mode", "side", "kernels", "baseline", "baseline_kernels", "n_batches", "max_batch",
-        "crossover_measured", "crossover_low", "crossover_high", "crossover_predicted", "throttled"]
+    assert c.empty and list(c.columns) == CROSSOVER_COLUMNS
 
 
 def test_pair_speedups_name_the_side_and_its_kernel():
