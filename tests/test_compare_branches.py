@@ -191,3 +191,94 @@ def test_rollup_moe_expert_layers_count_as_unmeasured():
     r = rollup_measured(cmp, "mixtral-8x7b", calibrations=CAL).iloc[0]
     assert r["n_layers_measured"] == 3 and math.isnan(r["time_step_measured_s"])
     assert r["time_measured_layers_s"] == pytest.approx(3 * 32 * 10e-6, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------ contracts
+ROLLUP = ["model", "gpu_key", "scheme", "M", "mode", "n_layers", "n_layers_measured", "kernels",
+          "time_step_measured_s", "tokens_per_s_measured", "time_step_datasheet_s", "time_step_calibrated_s",
+          "time_step_floor_s", "time_step_predicted_s", "predicted_tier", "tokens_per_s_predicted", "ratio_predicted",
+          "time_measured_layers_s", "time_predicted_measured_layers_s", "throttled"]  # fmt: skip
+
+
+def _t(n, k, m, bw, floor=0.0):
+    """By hand: a memory-bound layer, (N·K·2 + M·K·2 + M·N·2) bytes / bandwidth (+ the launch floor)."""
+    return (n * k * 2 + m * k * 2 + m * n * 2) / bw + floor
+
+
+def test_rollup_row_every_field_by_hand():
+    rows = _llama_rows(1, 10e-6)
+    cmp = compare_points(frame(rows), calibrations=CAL)
+    out = rollup_measured(cmp, "llama-2-7b", calibrations=CAL)
+    assert list(out.columns) == ROLLUP
+    r = out.iloc[0]
+    assert (r["model"], r["gpu_key"], r["scheme"], r["M"], r["mode"]) == ("llama-2-7b", GPU, "bf16", 1, "cold")
+    assert bool(r["throttled"]) is False and r["n_layers"] == 5
+    sheet = 32 * sum(_t(n, k, 1, 4.8e12) for n, k in list(LLAMA.values())[:4]) + _t(32000, 4096, 1, 4.8e12)
+    calib = 32 * sum(_t(n, k, 1, 4.4e12) for n, k in list(LLAMA.values())[:4]) + _t(32000, 4096, 1, 4.4e12)
+    assert r["time_step_datasheet_s"] == pytest.approx(sheet, rel=1e-12)
+    assert r["time_step_calibrated_s"] == pytest.approx(calib, rel=1e-12)
+    assert r["time_step_floor_s"] == pytest.approx(calib + 129 * 2e-6, rel=1e-12)
+    none = rollup_measured(cmp, "llama-2-7b", batches=[2], calibrations=CAL).iloc[0]
+    assert none["n_layers_measured"] == 0 and math.isnan(none["time_predicted_measured_layers_s"])
+    empty = rollup_measured(cmp.iloc[0:0], "llama-2-7b")
+    assert empty.empty and list(empty.columns) == ROLLUP
+
+
+def test_rollup_predicted_moe_weights_by_hand():
+    cmp = compare_points(frame([point("cublas_bf16", "bf16", 1, 10e-6, N=4096, K=4096, role="peer")]),
+                         calibrations=CAL)
+    r = rollup_measured(cmp, "mixtral-8x7b", calibrations=CAL).iloc[0]
+    # batch 1, 8 experts top-2: 2 experts read, 1 token each → 32 × 2 instances of each expert layer
+    expert = _t(28672, 4096, 1, 4.4e12, 2e-6) + _t(4096, 14336, 1, 4.4e12, 2e-6)
+    dense = _t(6144, 4096, 1, 4.4e12, 2e-6) + _t(4096, 4096, 1, 4.4e12, 2e-6) + _t(8, 4096, 1, 4.4e12, 2e-6)
+    want = 32 * (2 * expert + dense) + _t(32000, 4096, 1, 4.4e12, 2e-6)
+    assert r["time_step_predicted_s"] == pytest.approx(want, rel=1e-12) and r["predicted_tier"] == "floor"
+
+
+def test_minimal_measurement_frame_gets_neutral_columns():
+    measured = pd.DataFrame({"gpu_key": [GPU], "scheme": ["w4a16"], "kernel": ["k"], "M": [1], "N": [4096],
+                             "K": [4096], "time_median_s": [4e-6]})
+    r = compare_points(measured, calibrations=CAL).iloc[0]
+    # no group_size column: the scheme's default G=128, 8_732_672 bytes; the rest neutral
+    assert r["bytes"] == 8_732_672 and r["layer"] == "" and r["backend"] == "" and pd.isna(r["throttled"])
+    assert math.isnan(r["time_p10_s"]) and r["mode"] == ""
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # the model's calibrated tier at 0 B/s
+def test_missing_strings_become_empty_and_bad_read_streams_fall_back():
+    rows = [point("bf16_gemv", "bf16", 1, 14e-6, layer=None, backend=None)]
+    zero = calibration(read=0.0)
+    cmp = compare_points(frame(rows), calibrations={GPU: zero})
+    assert cmp["layer"].iloc[0] == "" and cmp["backend"].iloc[0] == ""
+    assert cmp["bandwidth_ceiling_source"].iloc[0] == "datasheet"  # a read stream of 0 B/s is no ceiling
+
+
+def test_empty_comparison_dtypes_and_selection_columns():
+    empty = empty_comparison()
+    assert {c: str(empty[c].dtype) for c in ("M", "layer", "throttled", "time_floor_s")} == {
+        "M": "int64", "layer": "string", "throttled": "boolean", "time_floor_s": "float64"}
+    cmp = compare_points(frame([point("a", "bf16", 1, 9e-6), point("b", "bf16", 1, 8e-6)]), calibrations=CAL)
+    assert list(latest_points(cmp).columns) == list(cmp.columns) == list(best_per_scheme(cmp).columns)
+    assert list(best_per_scheme(cmp, ["fp8"]).columns) == list(cmp.columns)
+
+
+def test_store_calibrations_are_named_by_their_gpu_key_in_errors():
+    bad = calibration()
+    bad["sm_clock_hz"] = 0
+    with pytest.raises(InputError, match=r"^h200-sxm: sm_clock_hz must be a positive number, got 0$"):
+        model_calibrations({GPU: bad})
+
+
+def test_error_summary_groups_sorted_keeps_missing_keys_and_warns_not():
+    import warnings
+
+    cmp = pd.DataFrame({"gpu_key": ["z", "a", None], "error_datasheet": [0.1, 0.2, 0.3],
+                        "error_calibrated": [np.nan] * 3, "error_floor": [0.0] * 3})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = error_summary(cmp)
+    sheet = s[s.tier == "datasheet"]
+    assert list(sheet["gpu_key"].iloc[:2]) == ["a", "z"] and pd.isna(sheet["gpu_key"].iloc[2])
+    assert list(sheet["median_abs_error"]) == pytest.approx([0.2, 0.1, 0.3])
+    cal = s[s.tier == "calibrated"]
+    assert list(cal["n"]) == [0, 0, 0] and cal["median_abs_error"].isna().all() and cal["median_error"].isna().all()
