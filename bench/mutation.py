@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("modules", nargs="*", help="modules as listed in bench/mutation.toml")
     ap.add_argument("--all", action="store_true", help="every module in bench/mutation.toml")
     ap.add_argument("--report", action="store_true", help="summarize finished runs, do not run")
+    ap.add_argument("--markdown", action="store_true", help="with --report: one table row per module (docs/testing.md)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/roofline-mutation"))
     ap.add_argument("--max-children", type=int, default=cfg["run"].get("max_children", 1))
     args = ap.parse_args(argv)
@@ -122,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             res = run_module(module, cfg["modules"][module], cfg["run"], work, args.max_children)
         results.append(res)
+        if args.markdown:
+            print(f"| `{module}` | {res['mutants']} | {res['killed']} | {len(res['survived'])} | {res['score']:.1f} % |")
+            continue
         if "error" in res:
             print(f"{module}: mutmut exited {res['error']}; see {work / 'mutmut.log'}")
             continue
