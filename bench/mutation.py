@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             res = run_module(module, cfg["modules"][module], cfg["run"], work, args.max_children)
         results.append(res)
         if args.markdown:
-            print(f"| `{module}` | {res['mutants']} | {res['killed']} | {len(res['survived'])} | {res['score']:.1f} % |")
+            n_surv = len(res["survived"])
+            print(f"| `{module}` | {res['mutants']} | {res['killed']} | {n_surv} | {res['score']:.1f} % |")
             continue
         if "error" in res:
             print(f"{module}: mutmut exited {res['error']}; see {work / 'mutmut.log'}")
