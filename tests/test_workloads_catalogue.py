@@ -80,7 +80,8 @@ def test_parse_shape_messages_and_separators():
     assert parse_shape(" 22016 x 4096 ") == (22016, 4096) and parse_shape("8X4") == (8, 4)
     assert parse_shape("8×4") == (8, 4)
     for bad in ("0x4096", "4096x0"):
-        with pytest.raises(InputError, match=rf"^malformed shape '{bad}'; N and K must be positive, e\.g\. 22016x4096$"):
+        with pytest.raises(InputError, match=rf"^malformed shape '{bad}'; N and K must be positive, e\.g\. "
+                                             r"22016x4096$"):
             parse_shape(bad)
     for bad in ("4096", "4096x", "-1x4", "axb"):
         with pytest.raises(InputError, match=rf"^malformed shape '{bad}'; expected NxK with positive integers, "):
