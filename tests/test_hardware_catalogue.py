@@ -154,3 +154,17 @@ def test_load_calibrations_ties_and_bad_files(tmp_path):
     (folder / "d.json").write_text("{")
     with pytest.raises(InputError, match=r"^.*d\.json: not a readable calibration JSON \("):
         load_calibrations(tmp_path)
+
+
+def test_optional_fields_default_to_empty(tmp_path):
+    data = _calibration(environment={"driver": "580"})
+    for key in ("gpu_uuid", "timestamp", "mem_clock_hz"):
+        del data[key]
+    del data["ceilings"]["fp8_mma_emulated"]
+    c = parse_calibration(data)
+    assert (c.gpu_uuid, c.timestamp, c.environment, c.fp8_mma_emulated) == ("", "", {"driver": "580"}, False)
+    del data["gpu_name"]
+    assert parse_calibration(data).gpu_name == ""
+    gpus, _ = _load(tmp_path, _entry())
+    assert gpus["h200-sxm"].sources["sms"] == "device-reported on the lent H200 (REFERENCE.md)"
+    assert load_gpus(GPUS_TOML)["a100-sxm-80gb"].peak("fp8") == 0.0
