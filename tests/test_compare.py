@@ -203,12 +203,9 @@ def test_rollup_measured_by_hand_for_a_dense_model():
     assert r["time_step_measured_s"] == pytest.approx(step, rel=1e-12)
     assert r["tokens_per_s_measured"] == pytest.approx(1 / step, rel=1e-12)
     assert "o=bf16_gemv" in r["kernels"]
-    from models.roofline import predict
-
-    pts = pd.DataFrame({"gpu": GPU, "scheme": "bf16", "M": 1, "N": [v[0] for v in layers.values()],
-                        "K": [v[1] for v in layers.values()]})  # fmt: skip
-    pred = predict(pts, calibrations={GPU: __import__("models.hardware").hardware.parse_calibration(calibration())})
-    expected = float(np.dot([32, 32, 32, 32, 1], pred["time_floor_s"]))
+    # floor tier by hand: every layer memory bound at M = 1, (N·K·2 + K·2 + N·2) / 4.4e12 + 2e-6 each
+    floor = [(n * k * 2 + k * 2 + n * 2) / 4.4e12 + 2e-6 for n, k in layers.values()]
+    expected = 32 * sum(floor[:4]) + floor[4]
     assert r["time_step_predicted_s"] == pytest.approx(expected, rel=1e-12) and r["predicted_tier"] == "floor"
     assert r["ratio_predicted"] == pytest.approx(expected / step, rel=1e-12)
 
@@ -220,4 +217,10 @@ def test_rollup_with_a_missing_layer_is_nan_but_keeps_the_partial_sums():
     assert r["M"] == 4 and r["n_layers_measured"] == 1
     assert math.isnan(r["time_step_measured_s"]) and math.isnan(r["tokens_per_s_measured"])
     assert r["time_measured_layers_s"] == pytest.approx(32 * 13e-6)
-    assert r["tokens_per_s_predicted"] == pytest.approx(4 / r["time_step_predicted_s"])
+    def floor(n, k):  # by hand at M = 4, memory bound: (N·K·2 + 4·K·2 + 4·N·2) / 4.4e12 + 2e-6
+        return (n * k * 2 + 4 * k * 2 + 4 * n * 2) / 4.4e12 + 2e-6
+
+    step = 32 * (floor(12288, 4096) + floor(4096, 4096) + floor(22016, 4096) + floor(4096, 11008)) + floor(32000, 4096)
+    assert r["time_step_predicted_s"] == pytest.approx(step, rel=1e-12)
+    assert r["tokens_per_s_predicted"] == pytest.approx(4 / step, rel=1e-12)
+    assert r["time_predicted_measured_layers_s"] == pytest.approx(32 * floor(4096, 4096), rel=1e-12)

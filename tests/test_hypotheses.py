@@ -241,7 +241,14 @@ def test_abs_error_interval_by_hand():
 def test_model_error_stat_threshold_and_no_predicted_row():
     text = '[[hypothesis]]\nid = "e"\nkind = "model_error"\ntier = "datasheet"\nop = "<="\npercent = {p}\n'
     cmp = comparison(spread=0.0)
-    expected = np.median(np.abs(cmp["error_datasheet"]))
+
+    def t_sheet(nbytes, m):  # by hand: max(bytes / 4.8e12, 2·M·4096² / 989.4e12)
+        return max(nbytes / 4.8e12, 2 * m * 4096 * 4096 / 989.4e12)
+
+    errors = []  # bf16 bytes 33_554_432 + M·16_384; w4a16 8_716_288 + M·16_384 (weights + scales and zeros)
+    for m, tb, tw in [(1, 13e-6, 4e-6), (4, 13.2e-6, 4.4e-6), (32, 14e-6, 9e-6), (128, 20e-6, 25e-6)]:
+        errors += [abs(t_sheet(33_554_432 + m * 16_384, m) / tb - 1), abs(t_sheet(8_716_288 + m * 16_384, m) / tw - 1)]
+    expected = float(np.median(errors))
     res = run(text.format(p=expected * 100 + 1), cmp, sources=("measured", "predicted"))
     assert list(res["source"]) == ["measured"] and res["verdict"].iloc[0] == "pass"
     assert res["value"].iloc[0] == pytest.approx(expected * 100)

@@ -28,10 +28,14 @@ def calibration(**ceilings):
 
 def test_datasheet_tier_is_max_of_memory_and_compute():
     pred = predict(grid(["h200-sxm"], ["bf16"], [1, 4096]))
-    t = traffic("bf16", np.array([1, 4096]), 22016, 4096)
-    assert np.allclose(pred["t_memory_s"], t.bytes / 4.8e12)
-    assert np.allclose(pred["t_compute_s"], t.flops / 989.4e12)
-    assert np.allclose(pred["time_datasheet_s"], np.maximum(t.bytes / 4.8e12, t.flops / 989.4e12))
+    # by hand, N = 22016, K = 4096: weights 22016·4096·2 = 180_355_072 B; M = 1 adds 4096·2 + 22016·2 = 52_224 B;
+    # M = 4096 adds 4096·4096·2 + 4096·22016·2 = 213_909_504 B. FLOPs 2·M·22016·4096.
+    nbytes = np.array([180_407_296, 394_264_576])
+    flops = np.array([180_355_072, 738_734_374_912])
+    assert np.allclose(pred["t_memory_s"], nbytes / 4.8e12, rtol=1e-12, atol=0)
+    assert np.allclose(pred["t_compute_s"], flops / 989.4e12, rtol=1e-12, atol=0)
+    assert np.allclose(pred["time_datasheet_s"], [180_407_296 / 4.8e12, 738_734_374_912 / 989.4e12], rtol=1e-12,
+                       atol=0)
     assert list(pred["bound_datasheet"]) == ["memory", "compute"]
     assert np.allclose(pred["ridge"], 989.4e12 / 4.8e12)
     assert np.allclose(pred["attainable_flops"], np.minimum(989.4e12, pred["intensity"] * 4.8e12))
@@ -150,21 +154,19 @@ def test_chapter_7b_bf16_on_h100_and_4_bits():
 
 def test_rollup_sums_layers_and_handles_experts():
     out = rollup("llama-2-7b", ["h200-sxm"], ["bf16"], [1, 64])
-    pts = pd.DataFrame([("h200-sxm", "bf16", 64, n, k) for n, k in
-                        [(12288, 4096), (4096, 4096), (22016, 4096), (4096, 11008)]], columns=["gpu", "scheme", "M",
-                                                                                                "N", "K"])
-    layer_sum = 32 * predict(pts)["time_datasheet_s"].sum()
-    head = predict(pd.DataFrame([("h200-sxm", "bf16", 64, 32000, 4096)], columns=pts.columns))["time_datasheet_s"]
+
+    def t(n, k, m):  # by hand: every layer here is memory bound on the H200 (intensity < ridge 206)
+        return (n * k * 2 + m * k * 2 + m * n * 2) / 4.8e12
+
+    layer_sum = 32 * (t(12288, 4096, 64) + t(4096, 4096, 64) + t(22016, 4096, 64) + t(4096, 11008, 64))
     row = out[out.batch == 64].iloc[0]
-    assert row["time_step_s"] == pytest.approx(layer_sum + head.iloc[0])
+    assert row["time_step_s"] == pytest.approx(layer_sum + t(32000, 4096, 64), rel=1e-12)
+    assert row["time_step_s"] == pytest.approx(13_488_259_072 / 4.8e12, rel=1e-12)  # the bytes summed by hand
     assert row["tokens_per_s"] == pytest.approx(64 / row["time_step_s"])
     assert np.isnan(row["time_step_calibrated_s"])
     moe = rollup("mixtral-8x7b", "h200-sxm", ["bf16"], [1]).iloc[0]
-    expert = predict(pd.DataFrame([("h200-sxm", "bf16", 1, 28672, 4096), ("h200-sxm", "bf16", 1, 4096, 14336)],
-                                  columns=pts.columns))["time_datasheet_s"].sum()
-    dense = predict(pd.DataFrame([("h200-sxm", "bf16", 1, n, k) for n, k in [(6144, 4096), (4096, 4096), (8, 4096)]],
-                                 columns=pts.columns))["time_datasheet_s"].sum()
-    head = predict(pd.DataFrame([("h200-sxm", "bf16", 1, 32000, 4096)], columns=pts.columns))["time_datasheet_s"]
-    assert moe["time_step_s"] == pytest.approx(32 * (2 * expert + dense) + head.iloc[0])  # 2 experts at batch 1
+    expert = t(28672, 4096, 1) + t(4096, 14336, 1)
+    dense = t(6144, 4096, 1) + t(4096, 4096, 1) + t(8, 4096, 1)
+    assert moe["time_step_s"] == pytest.approx(32 * (2 * expert + dense) + t(32000, 4096, 1), rel=1e-12)  # 2 experts
     with pytest.raises(InputError, match="batches must be positive"):
         rollup("llama-2-7b", "h200-sxm", ["bf16"], [0])

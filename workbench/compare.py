@@ -129,7 +129,8 @@ def compare_points(measured: pd.DataFrame, *, calibrations: Mapping[str, Any] | 
     df = measured.copy()
     for col, dtype in MEASUREMENT_COLUMNS.items():
         if col not in df.columns:
-            df[col] = pd.Series([pd.NA] * len(df), index=df.index, dtype=dtype if dtype != "int64" else "Int64")
+            nullable = {"int64": "Int64", "float64": "Float64"}.get(dtype, dtype)  # NumPy float64 rejects pd.NA
+            df[col] = pd.Series([pd.NA] * len(df), index=df.index, dtype=nullable)
     df = df[df["gpu_key"].astype("string").fillna("") != ""].reset_index(drop=True)
     if df.empty:
         return empty_comparison()
