@@ -219,6 +219,9 @@ def test_calibrate_writes_the_document(tmp_path, monkeypatch, cc, nvml, emulated
     monkeypatch.setattr(cal, "require_gpu", lambda: None)
     monkeypatch.setattr(cal, "CudaTimer", lambda: ConstTimer(1.0))
     monkeypatch.setattr(cal, "measure_ceilings", lambda env, timer, log: list(ceilings))
+    curve = {"bytes": [4096, 4096], "ctas": [132, 264], "time_s": [1.1e-6, 1.2e-6], "spread_rel": [0.01, 0.01],
+             "l2_cold": [False, False]}
+    monkeypatch.setattr(cal, "measure_read_curve", lambda env, timer, log: dict(curve))
     monkeypatch.setattr(cal, "_device_max_clock_hz", lambda: 1.98e9)
     device = FakeNvmlDevice(sm_mhz=1755) if nvml else None
     warning = "" if nvml else "NVML not available"
@@ -231,6 +234,7 @@ def test_calibrate_writes_the_document(tmp_path, monkeypatch, cc, nvml, emulated
     assert doc["ceilings"] == {"read_bytes_per_s": 4.4e12, "graph_launch_floor_s": 2e-6, "fp16_mma_flops": 6e14,
                                "fp8_mma_flops": 4e14, "fp8_mma_emulated": emulated}
     assert doc["details"]["fp16_mma_flops"] == {"spread_rel": 0.002, "how": "m"}
+    assert doc["read_curve"] == curve  # the kernel-aware model's read curve, as measured
     assert (doc["gpu_key"], doc["gpu_uuid"], doc["gpu_name"]) == ("h200-sxm", "GPU-12345678-aaaa", "NVIDIA H200")
     if nvml:
         assert doc["sm_clock_hz"] == 1755e6 and doc["sm_clock_source"] == "nvml median during calibration"

@@ -79,7 +79,8 @@ def test_non_finite_and_non_2d_messages():
         quant.quantize_act_int8(np.array([[1.0, np.inf]]))
     with pytest.raises(InputError, match="^fp8 weight holds NaN"):
         quant.quantize_fp8(np.array([[np.nan, 1.0]]))
-    with pytest.raises(InputError, match=r"^fp8 scale granularity 'row' not supported; use 'tensor' or 'channel'$"):
+    with pytest.raises(InputError,
+                       match=r"^fp8 scale granularity 'row' not supported; use 'tensor', 'channel' or 'block'$"):
         quant.quantize_fp8(np.ones((2, 2)), per="row")
     with pytest.raises(InputError, match="^w4 packing needs K divisible by 8, got K=12$"):
         quant.pack_w4_reference(np.zeros((1, 12), dtype=np.uint8))

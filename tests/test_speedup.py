@@ -109,7 +109,7 @@ def test_newest_measurement_of_a_point_wins():
 SPEEDUP_COLUMNS = [
     "gpu_key", "N", "K", "mode", "side", "kernel", "scheme", "role", "M", "baseline", "baseline_kernel",
     "baseline_scheme", "time_s", "baseline_time_s", "speedup_measured", "speedup_low", "speedup_high",
-    "speedup_datasheet", "speedup_calibrated", "speedup_floor", "speedup_predicted", "predicted_tier",
+    "speedup_datasheet", "speedup_calibrated", "speedup_floor", "speedup_kernel", "speedup_predicted", "predicted_tier",
     "speedup_ideal", "throttled"]  # fmt: skip
 CROSSOVER_COLUMNS = [
     "gpu_key", "N", "K", "mode", "side", "kernels", "baseline", "baseline_kernels", "n_batches", "max_batch",
