@@ -15,7 +15,7 @@ python3 -m pip install -q --disable-pip-version-check -e '.[test,cluster]'
 
 python3 -m ruff check .
 set +e
-python3 -m pytest "$@"
+python3 -m pytest -n "${PYTEST_WORKERS:-2}" "$@"   # 2 workers: the CI machine has 2 cores
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then
