@@ -88,6 +88,11 @@ def _candidates(comparison: pd.DataFrame, schemes: Iterable[str] | None) -> list
 
 
 def _pred_time(rows: pd.DataFrame) -> tuple[np.ndarray, str]:
+    """The kernel-aware tier where every row has it (it predicts real kernels), else floor, else datasheet."""
+    if "time_kernel_s" in rows:
+        kernel = rows["time_kernel_s"].to_numpy(dtype="float64")
+        if np.isfinite(kernel).all():
+            return kernel, "kernel"
     floor = rows["time_floor_s"].to_numpy(dtype="float64")
     if np.isfinite(floor).all():
         return floor, "floor"
