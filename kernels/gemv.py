@@ -89,9 +89,12 @@ class Config:
     xreg: bool = False
     warps: int = 4
     blocks_per_sm: int = 0  # 0: as many as fit (occupancy from the compiled kernel's registers)
+    prefetch: bool = False  # x through L1: load the next step's weights before computing this one
+    persistent: bool = True  # grid = resident blocks (each walks tiles grid-stride); False: one block per tile
 
     def options(self) -> tuple[str, ...]:
-        return (f"-DGEMV_MB={self.mb}", f"-DGEMV_RW={self.rw}", f"-DGEMV_U={self.u}", f"-DGEMV_XREG={int(self.xreg)}")
+        opts = (f"-DGEMV_MB={self.mb}", f"-DGEMV_RW={self.rw}", f"-DGEMV_U={self.u}", f"-DGEMV_XREG={int(self.xreg)}")
+        return opts + ("-DGEMV_PREFETCH=1",) if self.prefetch and not self.xreg else opts
 
 
 def mb_for(M: int) -> int:
@@ -269,6 +272,8 @@ def _sms(device_id: int) -> int:
 
 
 def grid_for(func: Any, cfg: Config, ntiles: int) -> int:
+    if not cfg.persistent:  # the hardware's block scheduler balances the tiles: no static tail
+        return ntiles
     threads = cfg.warps * 32
     regs = max(int(func.num_regs), 1)
     regs_per_warp = -(-regs * 32 // 256) * 256
@@ -297,7 +302,7 @@ def make_launch(name: str, cfg: Config, M: int, N: int, K: int, xs: tuple[Any, .
     d = DEFS[name]
     func = kernel_function(name, cfg)
     if cfg.warps * 32 > int(func.max_threads_per_block):  # too many registers for this block: use the L1 variant
-        cfg = Config(mb=cfg.mb, rw=2, u=2, xreg=False, warps=4, blocks_per_sm=cfg.blocks_per_sm)
+        cfg = replace(cfg, rw=2, u=2, xreg=False, warps=4)
         func = kernel_function(name, cfg)
     i32 = np.int32
     if d.elems == 0:

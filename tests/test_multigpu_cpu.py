@@ -184,3 +184,30 @@ def test_split_resume_knows_the_group_size_a_sweep_records(tmp_path):
     assert sum(r.measured for r in first.reports) == 4 and set(rows(out)["group_size"]) == {64}
     again = go()
     assert again.already_done == 4 and sum(r.planned for r in again.reports) == 0
+
+
+def test_worker_calibrates_in_a_child_process_and_reports_its_failure(tmp_path, monkeypatch):
+    """calibrate_apart runs `workbench calibrate --out DIR` in a child (in-process calibration slowed the points
+    measured next on the H200), forwards its output, and turns a failed child into one line naming its last words."""
+    import subprocess
+
+    from workbench import gpu_worker
+
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append((cmd, kw))
+        rc = 0 if len(calls) == 1 else 3
+        return subprocess.CompletedProcess(cmd, rc, stdout="read curve\nwrote cal.json\n",
+                                           stderr="" if rc == 0 else "Traceback\nInputError: no GPU\n")
+
+    monkeypatch.setattr(gpu_worker.subprocess, "run", fake_run)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    logged: list[str] = []
+    gpu_worker.calibrate_apart(tmp_path / "cal", logged.append)
+    cmd, kw = calls[0]
+    assert cmd[1:] == ["-m", "workbench", "calibrate", "--out", str(tmp_path / "cal")]
+    assert kw["env"]["CUDA_VISIBLE_DEVICES"] == "2"  # the child sees the worker's GPU only
+    assert logged == ["read curve", "wrote cal.json"]
+    with pytest.raises(RuntimeError, match=r"exit 3\): InputError: no GPU$"):
+        gpu_worker.calibrate_apart(tmp_path / "cal", logged.append)
