@@ -203,8 +203,8 @@ class ReadLimit:
             timer = CudaTimer()
             with timer:
                 points = microbench.read_curve(self.mod, self.sms, self.l2, self.pool, timer, self.sink, _time, (n,))
-            best = min(points, key=lambda p: p.time_s)
-            self.cache[n] = (best.time_s, best.ctas)
+            best = min(points, key=lambda p: p.time_s) if points else None  # none: more bytes than the pool
+            self.cache[n] = (best.time_s, best.ctas) if best else (math.nan, 0)
         return self.cache[n]
 
 

@@ -328,7 +328,7 @@ def make_launch(name: str, cfg: Config, M: int, N: int, K: int, xs: tuple[Any, .
     d = DEFS[name]
     func = kernel_function(name, cfg)
     if cfg.warps * 32 > int(func.max_threads_per_block):  # too many registers for this block: use the L1 variant
-        cfg = Config(mb=cfg.mb, rw=2, u=2, xreg=False, warps=4, blocks_per_sm=cfg.blocks_per_sm)
+        cfg = Config(mb=cfg.mb, rw=2, u=2, xreg=False, warps=4, blocks_per_sm=cfg.blocks_per_sm, group=cfg.group)
         func = kernel_function(name, cfg)
     i32 = np.int32
     if d.elems == 0:  # the chapter's kernels: warp per row, x staged in shared memory in K-tiles
