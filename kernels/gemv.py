@@ -6,6 +6,8 @@ compiled per configuration through NVRTC -D options (cached by kernels.build and
   RW    weight rows per tile; U: 16-byte chunks per row in flight per thread
   XREG  one pass over K with x held in registers (when blockDim * U covers a row), else x re-read through L1
   warps per block (they split K); grid = min(tiles, resident blocks on all SMs): a persistent grid.
+The chapter's reference kernels (gemv_reference.cu) and the ladder rungs (kernels/ladder.py) stage x in shared memory
+in K-tiles (`x_tile`) and take the w4 group size as the compile-time W4_GROUP.
 `choose_config` picks these; the benchmark (bench/bench_gemv.py) can override them to compare variants.
 """
 
@@ -91,10 +93,38 @@ class Config:
     blocks_per_sm: int = 0  # 0: as many as fit (occupancy from the compiled kernel's registers)
     prefetch: bool = False  # x through L1: load the next step's weights before computing this one
     persistent: bool = True  # grid = resident blocks (each walks tiles grid-stride); False: one block per tile
+    group: int = 0  # w4 group size compiled in as W4_GROUP (the chapter's kernel and the ladder rungs); 0: none
 
     def options(self) -> tuple[str, ...]:
         opts = (f"-DGEMV_MB={self.mb}", f"-DGEMV_RW={self.rw}", f"-DGEMV_U={self.u}", f"-DGEMV_XREG={int(self.xreg)}")
-        return opts + ("-DGEMV_PREFETCH=1",) if self.prefetch and not self.xreg else opts
+        opts += ("-DGEMV_PREFETCH=1",) if self.prefetch and not self.xreg else ()
+        return opts + ((f"-DW4_GROUP={self.group}",) if self.group else ())
+
+
+SMEM_BUDGET = 48 * 1024  # shared memory per block a kernel gets without the opt-in attribute
+X_TILE_QUANTUM = 256  # K-tiles other than all of K are multiples of this (of 8, 32 and every w4 group size)
+
+
+def x_tile(K: int, rows: int, elem_bytes: int, pad_per_32: int = 0, min_tile: int = X_TILE_QUANTUM) -> int:
+    """Columns of x a block stages in shared memory per K-tile (kernels that stage x: gemv_reference.cu and the
+    ladder): all of K when `rows` rows of it (with `pad_per_32` padding elements after every 32) fit in SMEM_BUDGET,
+    which is the chapter's single staging at M = 1, else the largest multiple of X_TILE_QUANTUM that fits, at least
+    `min_tile` (which may then need more than SMEM_BUDGET: `x_smem_bytes` says how much)."""
+    if K * rows * elem_bytes * (32 + pad_per_32) <= SMEM_BUDGET * 32:
+        return K
+    fit = SMEM_BUDGET * 32 // (rows * elem_bytes * (32 + pad_per_32)) // X_TILE_QUANTUM * X_TILE_QUANTUM
+    return min(K, max(min_tile, fit))
+
+
+def x_smem_bytes(kt: int, rows: int, elem_bytes: int, pad_per_32: int = 0) -> int:
+    """Dynamic shared memory of `rows` staged rows of a K-tile of kt columns (row stride kt + kt/32 * pad)."""
+    return rows * (kt + kt // 32 * pad_per_32) * elem_bytes
+
+
+def allow_smem(func: Any, nbytes: int) -> None:
+    """Raise a kernel's dynamic shared memory limit when a launch needs more than SMEM_BUDGET."""
+    if nbytes > SMEM_BUDGET and int(getattr(func, "max_dynamic_shared_size_bytes", 0)) < nbytes:
+        func.max_dynamic_shared_size_bytes = nbytes
 
 
 def mb_for(M: int) -> int:
@@ -104,12 +134,12 @@ def mb_for(M: int) -> int:
     raise InputError(f"GEMV kernels take M in [1, {MB_BINS[-1]}], got M={M}")
 
 
-def choose_config(name: str, M: int, N: int, K: int, **override: Any) -> Config:
+def choose_config(name: str, M: int, N: int, K: int, group_size: int = W4_GROUP, **override: Any) -> Config:
     """Default geometry: x in registers when it fits in ~64 registers and one pass covers K, else 4 warps x U."""
     d = DEFS[name]
     mb = mb_for(M)
     if d.elems == 0:
-        return Config(mb=mb, rw=1, u=1, xreg=False, warps=4)
+        return Config(mb=mb, rw=1, u=1, xreg=False, warps=4, group=group_size if name == "gemv_w4_ref" else 0)
     chunks = K // d.elems
     cfg = _default_config(name, d, mb, chunks)
     cfg = replace(cfg, **override)
@@ -290,9 +320,10 @@ class Launch:
     grid: int
     block: int
     args: tuple[Any, ...]
+    shared_mem: int = 0  # dynamic shared memory bytes
 
     def __call__(self) -> None:
-        self.func((self.grid,), (self.block,), self.args)
+        self.func((self.grid,), (self.block,), self.args, shared_mem=self.shared_mem)
 
 
 def make_launch(name: str, cfg: Config, M: int, N: int, K: int, xs: tuple[Any, ...], ws: tuple[Any, ...],
@@ -305,13 +336,16 @@ def make_launch(name: str, cfg: Config, M: int, N: int, K: int, xs: tuple[Any, .
         cfg = replace(cfg, rw=2, u=2, xreg=False, warps=4)
         func = kernel_function(name, cfg)
     i32 = np.int32
-    if d.elems == 0:
+    if d.elems == 0:  # the chapter's kernels: warp per row, x staged in shared memory in K-tiles
         grid, block = -(-N // cfg.warps), cfg.warps * 32
+        kt = x_tile(K, cfg.mb, 4)
+        smem = x_smem_bytes(kt, cfg.mb, 4)
+        allow_smem(func, smem)
         if name == "gemv_fp32_ref":
-            args = (ws[0], xs[0], out, i32(M), i32(N), i32(K))
+            args = (ws[0], xs[0], out, i32(M), i32(N), i32(K), i32(kt))
         else:
-            args = (ws[0], ws[1], ws[2], xs[0], out, i32(M), i32(N), i32(K), i32(group_size))
-        return Launch(func, grid, block, args)
+            args = (ws[0], ws[1], ws[2], xs[0], out, i32(M), i32(N), i32(K), i32(kt))
+        return Launch(func, grid, block, args, smem)
     grid, block = grid_for(func, cfg, -(-N // cfg.rw)), cfg.warps * 32
     dims = (i32(M), i32(N), i32(K))
     if name in ("fp32_gemv", "fp16_gemv", "bf16_gemv"):
@@ -343,7 +377,7 @@ def launch(name: str, x: Any, weights: Any, config: Config | None = None, **over
         raise InputError(f"{name}: weights must be N x K with K={K} (from x), got shape {tuple(wshape)}")
     G = _group_size(weights)
     check_shape(spec, M, N, K, G)
-    cfg = config or choose_config(name, M, N, K, **override)
+    cfg = config or choose_config(name, M, N, K, G, **override)
     xs, ws = prepare_x(name, x), prepare_weights(name, weights)
     cp = _cupy()
     out = _out_array(name, M, N)
@@ -375,7 +409,8 @@ class GemvRunner:
         check_shape(self.spec, M, N, K, self.group_size or W4_GROUP)
 
     def compile_jobs(self, M: int, N: int, K: int) -> list[build.Job]:
-        d, cfg = DEFS[self.spec.name], choose_config(self.spec.name, M, N, K, **self.config)
+        d = DEFS[self.spec.name]
+        cfg = choose_config(self.spec.name, M, N, K, self.group_size or W4_GROUP, **self.config)
         return [(d.source, d.entry, build.device_arch(), cfg.options())]
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
@@ -391,7 +426,7 @@ class GemvRunner:
             if reference:
                 self._packed = ((M, N, K), xs, ws)
         out = _out_array(name, M, N)
-        cfg = choose_config(name, M, N, K, **self.config)
+        cfg = choose_config(name, M, N, K, self.group_size or W4_GROUP, **self.config)
         arrays = {f"x{i}": a for i, a in enumerate(xs)} | {f"w{i}": a for i, a in enumerate(ws)}
         arrays["launch"] = make_launch(name, cfg, M, N, K, xs, ws, out, self.group_size or W4_GROUP)
         nbytes = problems.bytes_read(*xs, *ws)

@@ -16,6 +16,7 @@ from models.kernel_terms import KernelFacts
 
 PROVIDERS = (
     "kernels.gemv",  # GEMV-class kernels, batch 1-16 (and the chapter's reference kernels)
+    "kernels.ladder",  # the W4A16 production-tricks ladder between the chapter's kernel and ours, batch 1-16
     "kernels.tensorcore",  # mma.sync GEMM kernels, batch 16-256
     "kernels.wgmma",  # wgmma GEMM kernels (sm_90a: H100 / H200 only), batch 1-256, preferred from 16
     "kernels.wg_fp8_block",  # FP8 with 128x128 block scales (DeepSeek-V3 style), wgmma, sm_90a
@@ -28,7 +29,7 @@ class KernelSpec:
     name: str  # unique, e.g. "w4a16_gemv"
     scheme: str  # a models.schemes name
     backend: str  # "nvrtc" (our .cu through CuPy RawModule), "cublas" (CuPy), "torch"
-    role: str  # "reference" (the chapter's before), "optimized", "peer"
+    role: str  # "reference" (the chapter's before), "ladder" (kernels/ladder.py), "optimized", "peer"
     runner: str  # "module:function" returning a Runner
     m_min: int = 1
     m_max: int = 16

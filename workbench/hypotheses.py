@@ -203,7 +203,7 @@ def _parse_table(table: dict[str, Any], file: str, line: int, lines: dict[str, i
         fields["tier"] = text("tier", TIERS)
         fields["stat"] = text("stat", STATS, "median")
         if "role" in table:
-            fields["role"] = text("role", ("reference", "optimized", "peer"))
+            fields["role"] = text("role", ("reference", "ladder", "optimized", "peer"))
     if "gpu" in table:
         fields["gpus"] = tuple(_gpu_keys(table["gpu"], fail))
     if "shape" in table:

@@ -46,13 +46,15 @@ def slices_for(nbytes: int, l2_bytes: int, pool_bytes: int) -> int:
 
 
 def read_curve(mod: Any, sm_count: int, l2_bytes: int, pool: Any, timer: Any, usink: Any,
-               time_fn: Callable[..., tuple[float, float]]) -> list[CurvePoint]:
-    """Seconds per launch of the read kernel for every (bytes, grid) of READ_CURVE_BYTES x READ_CURVE_CTAS_PER_SM."""
+               time_fn: Callable[..., tuple[float, float]], sizes: tuple[int, ...] = READ_CURVE_BYTES
+               ) -> list[CurvePoint]:
+    """Seconds per launch of the read kernel for every (bytes, grid) of sizes x READ_CURVE_CTAS_PER_SM (sizes are
+    multiples of 16 bytes: READ_CURVE_BYTES for the calibration, a kernel's own bytes for bench/anchors.py)."""
     fn = mod.get_function("read_stream")
     pool_bytes = int(pool.nbytes)
     words = pool.view(np.uint32) if pool.dtype != np.uint32 else pool
     out = []
-    for nbytes in READ_CURVE_BYTES:
+    for nbytes in sizes:
         if nbytes > pool_bytes:
             continue
         n = slices_for(nbytes, l2_bytes, pool_bytes)
