@@ -1,5 +1,5 @@
-"""The quantization error explorer (workbench.quant_error, kernels.quant.fake_quantize) reproduces the chapter's
-claims on synthetic weights, uses the canonical quantizers' arithmetic, and loads real matrices."""
+"""The quantization error explorer (workbench.analysis.quant_error, kernels.quant.fake_quantize) reproduces the
+chapter's claims on synthetic weights, uses the canonical quantizers' arithmetic, and loads real matrices."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from kernels import quant
 from models.errors import InputError
-from workbench import quant_error as qe
+from workbench.analysis import quant_error as qe
 
 C = quant.Choice
 
