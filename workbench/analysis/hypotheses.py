@@ -288,7 +288,7 @@ def default_files(data_dir: str | Path) -> list[Path]:
 
 # ---------------------------------------------------------------------------------------------------- data checks
 def known_kernels(comparison: pd.DataFrame) -> set[str]:
-    """Kernel names measured in `comparison` plus every registered kernel (imports the kernel registry)."""
+    """Kernel names measured in `comparison` plus every registered kernel (from the kernel catalogue)."""
     return _measured_kernels(comparison) | _registered_kernels()
 
 
@@ -297,12 +297,9 @@ def _measured_kernels(comparison: pd.DataFrame) -> set[str]:
 
 
 def _registered_kernels() -> set[str]:
-    try:
-        from kernels.registry import specs
+    from models.kernel_catalogue import shipped
 
-        return {s.name for s in specs()}
-    except Exception:  # a provider that does not import here must not hide the measured names
-        return set()
+    return set(shipped())
 
 
 def check_against_data(hypotheses: Iterable[Hypothesis], comparison: pd.DataFrame) -> None:
@@ -312,7 +309,7 @@ def check_against_data(hypotheses: Iterable[Hypothesis], comparison: pd.DataFram
     hypotheses = list(hypotheses)
     kernels = _measured_kernels(comparison)
     names = {n for h in hypotheses for n in (h.a, h.b) if n}
-    if names - set(SCHEME_NAMES) - kernels:  # only then the registry (its providers) is imported
+    if names - set(SCHEME_NAMES) - kernels:  # only then the kernel catalogue is read
         kernels |= _registered_kernels()
     for h in hypotheses:
         for side in ("a", "b"):

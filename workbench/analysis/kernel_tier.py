@@ -1,5 +1,7 @@
-"""The kernel-aware tier on the analysis side: kernel facts from the registry, GPU figures from the calibrations,
-fitted parameters from data/model/kernel-params.json, joined to measured rows or to bare (scheme, M, N, K) points.
+"""The kernel-aware tier on the analysis side: kernel facts from the kernel catalogue (data/model/kernel-facts.json,
+published from the registry by `workbench kernel-facts`: nothing here imports `kernels`), GPU figures from the
+calibrations, fitted parameters from data/model/kernel-params.json, joined to measured rows or to bare
+(scheme, M, N, K) points.
 
 - `kernel_tier(points, calibrations)`: rows naming a kernel get time_kernel_s and its attribution. L2-hot rows are
   left NaN (the tier models L2-cold reads) and say so.
@@ -11,7 +13,6 @@ fitted parameters from data/model/kernel-params.json, joined to measured rows or
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from models import kernel_catalogue as catalogue
 from models.hardware import Calibration, get_gpu
 from models.kernel_fit import OUTPUT_COLUMNS, predict_kernels
 from models.kernel_model import ParamTable, load_params
@@ -32,21 +34,13 @@ def params_path(root: str | Path | None = None) -> Path:
     return (Path(root) if root is not None else data_dir()) / PARAMS_FILE
 
 
-@functools.cache
-def _registry_facts() -> dict[str, KernelFacts]:
-    from kernels import registry  # pure-Python spec modules; no CuPy
-
-    return registry.facts()
-
-
 def kernel_facts() -> dict[str, KernelFacts]:
-    return dict(_registry_facts())
+    """Kernel name -> its KernelFacts, for every registered kernel that declares them (from the kernel catalogue)."""
+    return {name: e.facts for name, e in catalogue.shipped().items() if e.facts is not None}
 
 
 def _kernel_limits() -> dict[str, tuple[str, int, int, int, int | None]]:
-    from kernels import registry
-
-    return {s.name: (s.scheme, s.m_min, s.m_max, s.min_cc, s.max_cc) for s in registry.specs() if s.facts}
+    return {e.name: (e.scheme, e.m_min, e.m_max, e.min_cc, e.max_cc) for e in catalogue.shipped().values() if e.facts}
 
 
 def gpu_lookup(calibrations: Mapping[str, Calibration] | None) -> Any:

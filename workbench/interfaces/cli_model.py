@@ -1,5 +1,7 @@
 """`workbench model-fit` and `workbench model-check`: estimate the kernel tier's parameters, and say how well every
 tier predicts the measurements (in sample, leave one shape out, and on held-out measurement files).
+`workbench kernel-facts`: publish the kernel registry's facts to data/model/kernel-facts.json, which the analysis
+side reads instead of importing the registry (`--check` says whether the file is current).
 
 Exit codes: 0 ok, 2 bad input. The thresholds a regression must not cross live in the hypotheses TOML
 (`kind = "model_error"`), which `workbench validate` checks.
@@ -75,6 +77,35 @@ def register(app: typer.Typer) -> None:
         frame = param_frame(table)
         print(frame.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
         print(f"wrote {len(table.kernels)} kernels' parameters to {target}", file=sys.stderr)
+
+    @app.command("kernel-facts")
+    def kernel_facts_cmd(
+        out: Annotated[Path, typer.Option("--out", "-o", help="JSON to write (default: the shipped "
+                                          "data/model/kernel-facts.json)")] = None,  # type: ignore[assignment]
+        check: Annotated[bool, typer.Option("--check", help="write nothing; exit 1 when the file differs from the "
+                                            "registry")] = False,
+    ) -> None:
+        """Write the kernel registry's facts (scheme, batch range, tiles, instruction path) for the analysis side."""
+        from kernels.registry import catalogue
+        from models.kernel_catalogue import catalogue_path, to_json
+        from workbench.storage.store import atomic_write_bytes
+
+        target = out or catalogue_path()
+        if target.suffix != ".json":
+            raise InputError(f"--out {target}: give a .json file")
+        entries = catalogue()
+        text = to_json(entries)
+        if check:
+            current = target.read_text() if target.is_file() else None
+            if current != text:
+                print(f"{target} differs from the kernel registry ({len(entries)} kernels): run `workbench "
+                      "kernel-facts` and commit it", file=sys.stderr)
+                raise typer.Exit(1)
+            print(f"{target} matches the kernel registry ({len(entries)} kernels)", file=sys.stderr)
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(target, text.encode())
+        print(f"wrote {len(entries)} kernels' facts to {target}", file=sys.stderr)
 
     @app.command("model-check")
     def model_check(
