@@ -210,10 +210,3 @@ def crossover(pred: pd.DataFrame, baseline: str = "bf16", time_col: str = "time_
     out = all_groups.merge(first, on=groups, how="left")
     out["crossover_M"] = out["crossover_M"].astype("float64")
     return out
-
-
-def rollup(model: Any, gpu: Any, schemes: Any, batches: Any, **kwargs: Any) -> pd.DataFrame:
-    """Whole-model decode roll-up (ms per token, tokens/s per batch): see models.rollup.rollup."""
-    from models.rollup import rollup as _rollup  # models.rollup builds on predict above
-
-    return _rollup(model, gpu, schemes, batches, **kwargs)

@@ -46,7 +46,7 @@ class DashboardData:
     shapes: list[tuple[int, int]]  # (N, K) on offer
     model_keys: list[str]
     hypotheses: pd.DataFrame  # workbench.analysis.hypotheses.evaluate_all verdict rows ("" frame when unavailable)
-    rollups: pd.DataFrame  # models.roofline.rollup for every model × GPU × scheme on BATCH_GRID (all tiers)
+    rollups: pd.DataFrame  # models.rollup.rollup for every model × GPU × scheme on BATCH_GRID (all tiers)
     notes: list[str] = field(default_factory=list)  # what could not be loaded, shown on the page
 
     @functools.cached_property
@@ -135,7 +135,7 @@ def predict_grid(
 
 def rollup_grid(model_keys: list[str], gpu_keys: list[str], calibrations: dict[str, Any]) -> pd.DataFrame:
     """Predicted whole-model decode steps for every model, GPU and scheme (all tiers), one call per model."""
-    from models.roofline import rollup
+    from models.rollup import rollup
     from models.schemes import SCHEME_NAMES
 
     parts = []
