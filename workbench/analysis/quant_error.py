@@ -23,7 +23,15 @@ import pandas as pd
 
 from kernels import quant, reference
 from models.errors import InputError
-from models.schemes import FP8_BLOCK, SCALE_DTYPE_BITS, SCHEME_PARAMS, ZERO_STORAGE_BITS, get_scheme, traffic
+from models.schemes import (
+    FP8_BLOCK,
+    GROUP_SIZES,
+    SCALE_DTYPE_BITS,
+    SCHEME_PARAMS,
+    ZERO_STORAGE_BITS,
+    get_scheme,
+    traffic,
+)
 
 DISTRIBUTIONS = ("gaussian", "student-t", "outliers")
 OUTLIER_KINDS = ("columns", "rows")  # input channels (columns of W: every row has them) or output channels (rows)
@@ -31,6 +39,8 @@ BASE_SCHEME = {"int4": "w4a16", "int8": "w8a16", "fp8": "fp8"}  # models.schemes
 _GRANULARITY = {"tensor": "per_tensor", "channel": "per_channel", "group": "group", "block": "block"}
 COLUMNS = ("label", "format", "granularity", "size", "symmetric", "zero", "scale_dtype", "bits_per_weight",
            "bytes_per_weight", "overhead", "weight_error_rel", "output_error_rel")
+
+FORMATS: tuple[str, ...] = tuple(quant.FORMAT_BITS)  # every format the explorer quantizes to (kernels.quant)
 
 
 # ---------------------------------------------------------------------------------------------- weights
@@ -144,8 +154,8 @@ def load_matrix(path: str | Path, tensor: str | None = None) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------- choices and bytes
 
 
-def default_choices(formats: tuple[str, ...] = tuple(quant.FORMAT_BITS),
-                    groups: tuple[int, ...] = quant.GROUP_SIZES, block: int = FP8_BLOCK) -> list[quant.Choice]:
+def default_choices(formats: tuple[str, ...] = FORMATS,
+                    groups: tuple[int, ...] = GROUP_SIZES, block: int = FP8_BLOCK) -> list[quant.Choice]:
     """Every granularity for each format; int formats symmetric and with a zero point (weight-width integer or fp16);
     each format's default scale dtype from models.schemes (fp16 for int4/int8, fp32 for fp8)."""
     out = []

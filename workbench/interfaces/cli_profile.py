@@ -16,6 +16,7 @@ import typer
 
 from models.errors import InputError
 from models.paths import data_dir
+from models.schemes import GROUP_SIZES
 from workbench.interfaces import cli_args
 from workbench.measure.environment import Environment, detect, require_gpu
 from workbench.measure.profiler import (
@@ -36,7 +37,6 @@ from workbench.measure.timing import TimingConfig
 from workbench.storage import locks, store
 
 DATA_DIR = data_dir()
-GROUP_SIZES = (32, 64, 128, 256)  # kernels.problems.GROUP_SIZES (kernels is not imported before the GPU is needed)
 
 
 def default_out(env: Environment, hot: bool, root: Path = DATA_DIR) -> Path:

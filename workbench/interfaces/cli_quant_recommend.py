@@ -77,11 +77,11 @@ def quant_error_command(
 ) -> None:
     """Quantization error of W and of y = x W^T for every format and granularity, with the bytes per weight each
     costs (codes + scales + zero points)."""
-    from kernels import quant
+    from models.schemes import GROUP_SIZES
     from workbench.analysis import quant_error as qe
 
-    formats = tuple(_split(fmt)) or tuple(quant.FORMAT_BITS)
-    groups = tuple(_ints(group_size, "group size")) or quant.GROUP_SIZES
+    formats = tuple(_split(fmt)) or qe.FORMATS
+    groups = tuple(_ints(group_size, "group size")) or GROUP_SIZES
     w, source = _weights(weights, tensor, dist, shape, seed, std, df, outliers, rate, magnitude)
     bad = [g for g in groups if w.shape[1] % g] if group_size else []
     if bad:
