@@ -8,6 +8,8 @@ calibrations, fitted parameters from data/model/kernel-params.json, joined to me
 - `best_kernel_tier(points, calibrations)`: rows naming only a scheme get the fastest prediction among the registered
   kernels of that scheme that run at that M on that GPU (`kernel_predicted` names it): how `workbench predict`
   speaks for kernels and GPUs never measured.
+- `predict_tiers(points, calibrations)`: every tier for bare points: the roofline tiers (models.roofline.predict) and
+  the kernel tier of the fastest registered kernel per scheme (what `workbench predict` and the dashboard draw).
 - `fit_rows(measured)`: the rows parameters are estimated from (L2-cold, unthrottled, finite, checked).
 """
 
@@ -99,6 +101,16 @@ def best_kernel_tier(points: pd.DataFrame, calibrations: Mapping[str, Calibratio
     out["bound_kernel"] = np.where(np.isnan(terms).all(axis=1), "", np.where(fixed > terms.max(axis=1, initial=0),
                                                                                 "fixed", largest))
     return out
+
+
+def predict_tiers(points: pd.DataFrame, calibrations: Mapping[str, Calibration] | None = None,
+                  kernel: bool = True) -> pd.DataFrame:
+    """`points` (gpu, scheme, M, N, K, optional group_size and any other columns) with the roofline tiers and, when
+    `kernel`, the kernel tier of the fastest registered kernel of each scheme at each M (best_kernel_tier)."""
+    from models.roofline import predict
+
+    pred = predict(points, dict(calibrations) if calibrations else None)
+    return best_kernel_tier(pred, calibrations) if kernel else pred
 
 
 def fit_rows(measured: pd.DataFrame) -> pd.DataFrame:

@@ -78,8 +78,9 @@ def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], 
                    model: str | None, baseline: str, group_size: int | None, tier: str,
                    calibrations: dict) -> pd.DataFrame:
     """Per-GEMM predictions for the CLI: a bare shape, or each distinct layer of a model at M = batch."""
-    from models.roofline import predict, speedup
+    from models.roofline import speedup
     from models.workloads import get_model
+    from workbench.analysis.kernel_tier import predict_tiers
 
     if model is not None:
         layers = [(layer.name, layer.N, layer.K) for layer in get_model(model).layers]
@@ -91,11 +92,8 @@ def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], 
     points = pd.DataFrame(rows, columns=["gpu", "scheme", "layer", "M", "N", "K"])
     if group_size is not None:
         points["group_size"] = group_size
-    pred = predict(points, calibrations or None)
-    if tier == "kernel":  # the fastest registered kernel of each scheme at each M (kernel_predicted names it)
-        from workbench.analysis.kernel_tier import best_kernel_tier
-
-        pred = best_kernel_tier(pred, calibrations)
+    # the kernel tier: the fastest registered kernel of each scheme at each M (kernel_predicted names it)
+    pred = predict_tiers(points, calibrations, kernel=tier == "kernel")
     pred = speedup(pred, baseline, TIERS[tier])
     pred["time_s"] = pred[TIERS[tier]]
     pred["achieved_bytes_per_s"] = pred["bytes"] / pred["time_s"]

@@ -102,10 +102,10 @@ def _valid_pairs(schemes: list[str], shapes: list[tuple[int, int]]) -> list[tupl
 def predict_grid(
     gpu_keys: list[str], shapes: list[tuple[int, int]], calibrations: dict[str, Any], batches: tuple[int, ...]
 ) -> pd.DataFrame:
-    """Predictions for every GPU × scheme × batch × shape (one vectorized models.roofline.predict call), with the
-    kernel tier of the fastest registered kernel per scheme."""
-    from models.roofline import predict
+    """Predictions for every GPU × scheme × batch × shape (one vectorized call of the analysis layer's predict_tiers),
+    with the kernel tier of the fastest registered kernel per scheme."""
     from models.schemes import SCHEME_NAMES
+    from workbench.analysis.kernel_tier import predict_tiers
 
     combos = _valid_pairs(list(SCHEME_NAMES), shapes)
     if not gpu_keys or not combos:
@@ -125,10 +125,8 @@ def predict_grid(
             "K": np.tile(np.repeat(k, n_m), n_g),
         }
     )
-    from workbench.analysis.kernel_tier import best_kernel_tier
-
     # the kernel tier: the fastest registered kernel of each scheme at each M on each GPU (kernel_predicted)
-    pred = best_kernel_tier(predict(points, calibrations=calibrations or None), calibrations)
+    pred = predict_tiers(points, calibrations)
     pred = pred.rename(columns={"gpu": "gpu_key"}) if "gpu_key" not in pred.columns else pred
     return _categorize(pred.reset_index(drop=True))
 
