@@ -1,9 +1,10 @@
 """The W4A16 production-tricks ladder (issue 14): from the chapter's kernel to tensor cores, one trick per rung.
 
 `RUNGS` is the one place that says the order of the rungs, the registered kernels of each and the trick each adds;
-docs/kernels-ladder.md, the dashboard's ladder figure (workbench/dashboard/fig_lessons.py) and bench/anchors.py read
-it. Rungs 1-3 are registered here (role "ladder", kernels/gemv_w4_ladder.cu); rung 0 is the chapter's `gemv_w4_ref`
-(kernels/gemv.py), rungs 4 and 5 are our production kernels (`w4a16_gemv`; `wg_w4a16` / `tc_w4a16`).
+docs/kernels-ladder.md, the dashboard's ladder figure (workbench/interfaces/dashboard/fig_lessons.py) and
+bench/anchors.py read it. Rungs 1-3 are registered here (role "ladder", kernels/gemv_w4_ladder.cu); rung 0 is the
+chapter's `gemv_w4_ref` (kernels/gemv.py), rungs 4 and 5 are our production kernels (`w4a16_gemv`;
+`wg_w4a16` / `tc_w4a16`).
 
 Role "ladder" is, for every selection, an ordinary kernel of its scheme, like "reference": `compare.best_per_scheme`
 picks a rung as the best W4A16 kernel only where it measured fastest.

@@ -15,9 +15,8 @@ import pytest
 
 from models.errors import InputError
 from tests.fakes_multigpu import FAKE_W4, PLAN_SPECS, SHAPES, FakeBackend, fake_gpus, fake_points
-from workbench import store
-from workbench.cli import main
-from workbench.multigpu import (
+from workbench.interfaces.cli import main
+from workbench.measure.multigpu import (
     Gpu,
     key_of,
     profile_gpus,
@@ -26,8 +25,9 @@ from workbench.multigpu import (
     split_points,
     worker_out,
 )
-from workbench.profiler import Shape, plan
-from workbench.timing import TimingConfig
+from workbench.measure.profiler import Shape, plan
+from workbench.measure.timing import TimingConfig
+from workbench.storage import store
 
 CFG = TimingConfig(budget_s=0.005, sample_s=1e-4)
 
@@ -158,7 +158,7 @@ def test_split_refuses_gpus_of_different_kinds(tmp_path):
 
 
 def test_cli_branch_prints_a_table_and_bad_options_exit_2(tmp_path, capsys):
-    from workbench.cli_scale import profile_many
+    from workbench.interfaces.cli_scale import profile_many
 
     out = tmp_path / "cli" / "sweep.parquet"
     profile_many(list(PLAN_SPECS), SHAPES, [1, 2], CFG, gpus="0,1", split=True, ray=None, out=out, fresh=False,
@@ -191,7 +191,7 @@ def test_worker_calibrates_in_a_child_process_and_reports_its_failure(tmp_path, 
     measured next on the H200), forwards its output, and turns a failed child into one line naming its last words."""
     import subprocess
 
-    from workbench import gpu_worker
+    from workbench.measure import gpu_worker
 
     calls = []
 
