@@ -214,3 +214,10 @@ def test_read_curve_is_kept_and_defaults_to_empty():
     assert parse_calibration(_calibration(read_curve=curve)).read_curve == curve
     assert parse_calibration(_calibration()).read_curve == {}
     assert parse_calibration(_calibration(read_curve=None)).read_curve == {}
+
+
+def test_an_entry_without_per_figure_sources_has_only_its_source(tmp_path):
+    text = _entry()
+    gpus, _ = _load(tmp_path, text[:text.index("[gpu.sources]")])  # [gpu.sources] is optional
+    assert gpus["h200-sxm"].sources == {"source": "NVIDIA H200 Tensor Core GPU datasheet (2024), SXM column; sparse "
+                                                  "tensor figures halved"}
