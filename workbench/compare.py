@@ -80,9 +80,7 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
         series = df[col]
         if dtype == "string":
             out[col] = series.astype("string").fillna("")
-        elif dtype == "boolean":
-            out[col] = series.astype("boolean")
-        else:
+        else:  # float64, int64, boolean
             out[col] = series.astype(dtype)
     return pd.DataFrame(out).reset_index(drop=True)
 
@@ -112,7 +110,7 @@ def _predict(points: pd.DataFrame, calibrations: Mapping[str, Any], sm_clock_hz:
     """models.roofline.predict on (gpu, scheme, M, N, K) rows, compute ceilings scaled by each row's SM clock."""
     from models.roofline import predict
 
-    return predict(points, calibrations=dict(calibrations) or None, sm_clock_hz=sm_clock_hz).reset_index(drop=True)
+    return predict(points, calibrations=dict(calibrations) or None, sm_clock_hz=sm_clock_hz)  # keeps the RangeIndex
 
 
 # ---------------------------------------------------------------------------------------------------- comparison
@@ -186,8 +184,8 @@ def compare_points(measured: pd.DataFrame, *, calibrations: Mapping[str, Any] | 
         out[col] = t
         out[f"ratio_{tier}"] = t / measured_t
         out[f"error_{tier}"] = t / measured_t - 1.0
-    out["bound_datasheet"] = pred["bound_datasheet"].astype("string").fillna("").to_numpy()
-    out["bound_calibrated"] = pred["bound_calibrated"].astype("string").fillna("").to_numpy()
+    out["bound_datasheet"] = pred["bound_datasheet"].to_numpy()  # never missing: "memory" | "compute"
+    out["bound_calibrated"] = pred["bound_calibrated"].to_numpy()  # "" without a calibration; _typed fills NA
     out["achieved_bytes_per_s"] = out["bytes"] / measured_t
     out["achieved_flops_per_s"] = out["flops"] / measured_t
     for col in OUTPUT_COLUMNS[1:]:
@@ -255,8 +253,7 @@ def error_summary(comparison: pd.DataFrame, by: Iterable[str] = ("gpu_key",)) ->
         return pd.DataFrame({c: [] for c in cols})
     marked = comparison.assign(_thr=throttled_mask(comparison))
     groups = marked.groupby(by, sort=True, dropna=False) if by else [((), marked)]
-    for key, group in groups:
-        key = key if isinstance(key, tuple) else (key,)
+    for key, group in groups:  # a list `by` gives tuple keys, also of one column
         thr = group["_thr"]
         kept = group[~thr.to_numpy(dtype=bool)]
         for tier in TIERS:
