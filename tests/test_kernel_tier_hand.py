@@ -95,6 +95,9 @@ def test_fixup_slots_by_hand():
     assert two.fixup_slots(np.array([16, 17]), np.array([4096, 4096]), 132).tolist() == [9, 5]
     untiled = KernelFacts("wgmma", "wgmma_bf16", stream_k_ctas=((BIG, 1),))  # bn = 0: one tile per m-pass
     assert untiled.fixup_slots(np.array([1]), np.array([4096]), 132).tolist() == [132]
+    beyond = KernelFacts("wgmma", "wgmma_bf16", m_tiles=((16, 16), (256, 64)), bn=128, stream_k_ctas=((16, 2),))
+    # M = 17 lies beyond the CTA table (largest M 16): its last entry, 2 per SM = 264, tile 64 -> ceil(264 / 32) = 9
+    assert beyond.fixup_slots(np.array([17]), np.array([4096]), 132).tolist() == [9]
     plain = KernelFacts("wgmma", "wgmma_bf16", bn=128)
     assert plain.fixup_slots(np.array([1, 2]), np.array([4096, 4096]), 132).tolist() == [0.0, 0.0]
 
@@ -285,6 +288,10 @@ def test_param_table_json_by_hand(tmp_path):
     path.write_text(json.dumps({"schema_version": 1, "kernels": {"k": {"overlap": 0.5}}}))
     loaded = load_params(path)
     assert loaded.provenance == {} and loaded.kernels == {"k": KernelParams(overlap=0.5)}
+    path.write_text(text)
+    assert load_params(path).provenance == {"points": 3}
+    absent = load_params(tmp_path / "absent.json")
+    assert (absent.kernels, absent.provenance) == ({}, {})
 
 
 @pytest.mark.parametrize("text, message", [
