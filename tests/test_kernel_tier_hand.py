@@ -348,3 +348,67 @@ def test_fit_needs_six_points_and_records_its_provenance():
     assert frame.columns.tolist() == ["kernel", "extra_fixed_s", "mem_scale", "alu_dq", "alu_row", "tc_eff",
                                       "overlap", "fixup_scale"]
     assert frame["kernel"].tolist() == ["k"] and frame["mem_scale"].iloc[0] == pytest.approx(1.5, rel=1e-3)
+
+
+def _memory_only_rows(shapes=((4096, 4096),)):
+    """A CUDA-core kernel without conversion or batch rows: time = fixed + extra_fixed_s + mem_scale x memory.
+    Truth mem_scale = 2, extra_fixed_s = 0, at six sizes (2 MB ... 64 MB) for each shape."""
+    f = KernelFacts("gemv", "cuda_core")
+    rows = pd.DataFrame([{"gpu": "test", "kernel": "k", "M": 1, "N": n, "K": k, "bytes": b}
+                         for n, k in shapes for b in (2e6, 4e6, 8e6, 16e6, 32e6, 64e6)])
+    t = raw_terms(f, G, rows["M"], rows["N"], rows["K"], rows["bytes"])
+    rows["time_median_s"] = combine(t, KernelParams(mem_scale=2.0))["time_kernel_s"]
+    return f, rows, t.memory[:6]
+
+
+def _prior_oracle(memory):
+    """One Gauss-Newton step from the truth (e = 0, s = 2) of the fit's objective written out by hand: data residuals
+    log(t_fit / t) / 0.05 with t = 2 us + e + s m_i, and the prior log(s / 1) / 0.5 on mem_scale. The problem is
+    nearly linear there, so the step lands on the minimum; returns (e, s, rms of the data residuals in log time)."""
+    t = 2e-6 + 2.0 * memory
+    J = np.vstack([np.c_[1 / (0.05 * t), memory / (0.05 * t)], [[0.0, 1 / (0.5 * 2.0)]]])
+    r = np.r_[np.zeros(len(t)), np.log(2.0) / 0.5]
+    d = -np.linalg.solve(J.T @ J, J.T @ r)
+    return d[0], 2.0 + d[1], float(np.sqrt(np.mean((r + J @ d)[:-1] ** 2)) * 0.05)
+
+
+def test_fit_priors_pull_towards_the_microbenchmark_by_the_hand_derived_amount():
+    f, rows, memory = _memory_only_rows()
+    e, s, rms = _prior_oracle(memory)  # about 2.65e-8 s, 1.99526, 0.00165
+    got = fit_table(rows, {"k": f}, {"test": G}.__getitem__)  # priors on by default
+    assert got.kernels["k"].mem_scale == pytest.approx(s, abs=1e-5)
+    assert got.kernels["k"].extra_fixed_s == pytest.approx(e, abs=1e-10)
+    assert got.provenance["rms_log_error"] == {"k": round(rms, 4)}  # 0.0017: four decimals
+    free = fit_table(rows, {"k": f}, {"test": G}.__getitem__, priors=False)
+    assert free.kernels["k"].mem_scale == pytest.approx(2.0, abs=1e-5)
+
+
+def test_leave_one_shape_out_holds_out_exactly_one_shape_and_keeps_the_priors():
+    from models.kernel_fit import leave_one_shape_out
+
+    # two shapes sharing K, with the same six sizes: each is predicted by the fit on the other's six rows
+    f, rows, memory = _memory_only_rows(((4096, 4096), (8192, 4096)))
+    e, s, _ = _prior_oracle(memory)
+    oos = leave_one_shape_out(rows, {"k": f}, {"test": G}.__getitem__)
+    want = 2e-6 + e + s * np.r_[memory, memory]
+    assert oos.to_numpy() == pytest.approx(want, rel=1e-5)  # without the priors: 2.4e-3 off (s = 2)
+
+
+def test_kernel_order_lookup_and_messages_of_the_frame_functions():
+    f = KernelFacts("gemv", "cuda_core")
+    _, rows, _ = _memory_only_rows()
+    both = pd.concat([rows, rows.assign(kernel="a")], ignore_index=True)  # "k" first in the rows
+    table = fit_table(both, {"k": f, "a": f}, {"test": G}.__getitem__, priors=False)
+    assert list(table.kernels) == ["a", "k"]  # sorted by name
+    pts = pd.DataFrame({"gpu": ["test", "test"], "kernel": ["none", "k"], "M": [1, 1], "N": [8, 8], "K": [8, 8],
+                        "bytes": [1e6, 1e6]})
+    out = predict_kernels(pts, {"k": f}, {"test": G}.__getitem__, ParamTable({}, {}))
+    # the kernel without facts first does not stop the next one: 2 us + 1 us of memory at neutral parameters
+    assert math.isnan(out["time_kernel_s"][0]) and out["time_kernel_s"][1] == pytest.approx(3e-6)
+    alu_only = GpuTerms("a", G.curve_bytes, G.curve_time_s, G.dequant_weights_per_s, G.fma_per_s, G.path_flops,
+                        {"memory": "calibrated", "alu": "datasheet", "tensor": "calibrated"})
+    got = predict_kernels(pts.iloc[1:], {"k": f}, lambda _: alu_only, ParamTable({}, {}))
+    assert got["kernel_terms_source"].tolist() == ["datasheet: alu"]
+    with pytest.raises(InputError) as info:
+        predict_kernels(pts.drop(columns=["K", "bytes"]), {"k": f}, {"test": G}.__getitem__, ParamTable({}, {}))
+    assert str(info.value) == "kernel tier: points lack column(s) K, bytes"
