@@ -392,6 +392,8 @@ def test_leave_one_shape_out_holds_out_exactly_one_shape_and_keeps_the_priors():
     oos = leave_one_shape_out(rows, {"k": f}, {"test": G}.__getitem__)
     want = 2e-6 + e + s * np.r_[memory, memory]
     assert oos.to_numpy() == pytest.approx(want, rel=1e-5)  # without the priors: 2.4e-3 off (s = 2)
+    free = leave_one_shape_out(rows, {"k": f}, {"test": G}.__getitem__, priors=False)
+    assert free.to_numpy() == pytest.approx(rows["time_median_s"].to_numpy(), rel=1e-6)  # the truth, s = 2
 
 
 def test_kernel_order_lookup_and_messages_of_the_frame_functions():
