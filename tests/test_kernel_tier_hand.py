@@ -350,26 +350,28 @@ def test_fit_needs_six_points_and_records_its_provenance():
     assert frame["kernel"].tolist() == ["k"] and frame["mem_scale"].iloc[0] == pytest.approx(1.5, rel=1e-3)
 
 
-def _memory_only_rows(shapes=((4096, 4096),)):
+def _memory_only_rows(shapes=((4096, 4096),), truth=2.0):
     """A CUDA-core kernel without conversion or batch rows: time = fixed + extra_fixed_s + mem_scale x memory.
-    Truth mem_scale = 2, extra_fixed_s = 0, at six sizes (2 MB ... 64 MB) for each shape."""
+    Truth mem_scale = `truth`, extra_fixed_s = 0, at six sizes (2 MB ... 64 MB) for each shape."""
     f = KernelFacts("gemv", "cuda_core")
     rows = pd.DataFrame([{"gpu": "test", "kernel": "k", "M": 1, "N": n, "K": k, "bytes": b}
                          for n, k in shapes for b in (2e6, 4e6, 8e6, 16e6, 32e6, 64e6)])
     t = raw_terms(f, G, rows["M"], rows["N"], rows["K"], rows["bytes"])
-    rows["time_median_s"] = combine(t, KernelParams(mem_scale=2.0))["time_kernel_s"]
+    rows["time_median_s"] = combine(t, KernelParams(mem_scale=truth))["time_kernel_s"]
     return f, rows, t.memory[:6]
 
 
-def _prior_oracle(memory):
-    """One Gauss-Newton step from the truth (e = 0, s = 2) of the fit's objective written out by hand: data residuals
-    log(t_fit / t) / 0.05 with t = 2 us + e + s m_i, and the prior log(s / 1) / 0.5 on mem_scale. The problem is
-    nearly linear there, so the step lands on the minimum; returns (e, s, rms of the data residuals in log time)."""
-    t = 2e-6 + 2.0 * memory
-    J = np.vstack([np.c_[1 / (0.05 * t), memory / (0.05 * t)], [[0.0, 1 / (0.5 * 2.0)]]])
-    r = np.r_[np.zeros(len(t)), np.log(2.0) / 0.5]
+def _prior_oracle(memory, s0=2.0):
+    """One Gauss-Newton step from the truth (e = 0, s = s0) of the fit's objective written out by hand: data
+    residuals log(t_fit / t) / 0.05 with t = 2 us + e + s m_i, and the prior log(s / 1) / 0.5 on mem_scale. The problem
+    is nearly linear there, so the step lands on the minimum; returns (e, s, rms of the data residuals in log time)."""
+    t = 2e-6 + s0 * memory
+    J = np.vstack([np.c_[1 / (0.05 * t), memory / (0.05 * t)], [[0.0, 1 / (0.5 * s0)]]])
+    r = np.r_[np.zeros(len(t)), np.log(s0) / 0.5]
     d = -np.linalg.solve(J.T @ J, J.T @ r)
-    return d[0], 2.0 + d[1], float(np.sqrt(np.mean((r + J @ d)[:-1] ** 2)) * 0.05)
+    if d[0] < 0:  # extra_fixed_s is bounded below by 0: held there, mem_scale moves alone
+        d = np.r_[0.0, -np.linalg.solve(J[:, 1:].T @ J[:, 1:], J[:, 1:].T @ r)]
+    return d[0], s0 + d[1], float(np.sqrt(np.mean((r + J @ d)[:-1] ** 2)) * 0.05)
 
 
 def test_fit_priors_pull_towards_the_microbenchmark_by_the_hand_derived_amount():
@@ -381,6 +383,11 @@ def test_fit_priors_pull_towards_the_microbenchmark_by_the_hand_derived_amount()
     assert got.provenance["rms_log_error"] == {"k": round(rms, 4)}  # 0.0017: four decimals
     free = fit_table(rows, {"k": f}, {"test": G}.__getitem__, priors=False)
     assert free.kernels["k"].mem_scale == pytest.approx(2.0, abs=1e-5)
+    # below the neutral 1 the prior pulls up: truth 0.8
+    f, rows, memory = _memory_only_rows(truth=0.8)
+    _, s, _ = _prior_oracle(memory, 0.8)
+    assert s > 0.8 and fit_table(rows, {"k": f}, {"test": G}.__getitem__).kernels["k"].mem_scale == pytest.approx(
+        s, abs=1e-5)
 
 
 def test_leave_one_shape_out_holds_out_exactly_one_shape_and_keeps_the_priors():
