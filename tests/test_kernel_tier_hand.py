@@ -381,6 +381,8 @@ def test_fit_priors_pull_towards_the_microbenchmark_by_the_hand_derived_amount()
     assert got.kernels["k"].mem_scale == pytest.approx(s, abs=1e-5)
     assert got.kernels["k"].extra_fixed_s == pytest.approx(e, abs=1e-10)
     assert got.provenance["rms_log_error"] == {"k": round(rms, 4)}  # 0.0017: four decimals
+    # overlap acts on nothing here (memory is the only term): the table keeps the fit's start for it, 0.7
+    assert got.kernels["k"].overlap == pytest.approx(0.7, abs=1e-9)
     free = fit_table(rows, {"k": f}, {"test": G}.__getitem__, priors=False)
     assert free.kernels["k"].mem_scale == pytest.approx(2.0, abs=1e-5)
     # below the neutral 1 the prior pulls up: truth 0.8
