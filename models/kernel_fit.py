@@ -81,7 +81,7 @@ def predict_kernels(points: pd.DataFrame, facts: Mapping[str, KernelFacts], gpus
 
 
 def _fit_one(facts: KernelFacts, terms: list[tuple[Any, np.ndarray]],
-             priors: bool = True) -> tuple[KernelParams, float]:
+             priors: bool) -> tuple[KernelParams, float]:
     """Least squares on log(predicted / measured) over the active parameters; returns the params and the RMS."""
     from scipy.optimize import least_squares
 

@@ -182,12 +182,12 @@ def gpu_terms(gpu_key: str, cal: Calibration | None) -> GpuTerms:
     fp32 = measured("fp32_flops")
     sources["fma"] = "calibrated" if np.isfinite(fp32) else "datasheet"
     fp32 = fp32 if np.isfinite(fp32) else gpu.peak("fp32")
-    dq, dq_src = {}, []
+    dq, dq_measured = {}, []
     for kind, instr in DEQUANT_INSTR_PER_WEIGHT.items():
         rate = measured(f"dequant_{kind}_weights_per_s")
-        dq_src.append("calibrated" if np.isfinite(rate) else "datasheet")
+        dq_measured.append(bool(np.isfinite(rate)))
         dq[kind] = rate if np.isfinite(rate) else fp32 / 2.0 / instr
-    sources["alu"] = "calibrated" if all(s == "calibrated" for s in dq_src) else "datasheet"
+    sources["alu"] = "calibrated" if all(dq_measured) else "datasheet"
     flops, tc_src = {}, {}
     for path, (keys, unit) in PATHS.items():
         value = next((measured(k) for k in keys if np.isfinite(measured(k))), float("nan"))

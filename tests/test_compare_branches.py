@@ -282,3 +282,63 @@ def test_error_summary_groups_sorted_keeps_missing_keys_and_warns_not():
     assert list(sheet["median_abs_error"]) == pytest.approx([0.2, 0.1, 0.3])
     cal = s[s.tier == "calibrated"]
     assert list(cal["n"]) == [0, 0, 0] and cal["median_abs_error"].isna().all() and cal["median_error"].isna().all()
+
+
+def test_kernel_tier_columns_are_wired_through(monkeypatch):
+    """compare_points hands the kernel tier (gpu, kernel, M, N, K, mode, bytes) and joins what it returns; the tier
+    itself is tested by hand in test_kernel_tier_hand.py, so a fake with known numbers stands in for it here."""
+    seen = {}
+
+    def fake(points, cals):
+        seen["points"], seen["cals"] = points.copy(), cals
+        return points.assign(
+            time_kernel_s=[5e-6, 20e-6, 8e-6], attr_fixed_s=[1e-6, 2e-6, 3e-6], attr_fixup_s=[0.5e-6, 0.0, 0.0],
+            attr_memory_s=[3e-6, 15e-6, 4e-6], attr_alu_s=[0.5e-6, 1e-6, 0.0], attr_tensor_s=[0.0, 2e-6, 1e-6],
+            kernel_bandwidth_bytes_per_s=[4e12, 3e12, 2e12], kernel_peak_flops_per_s=[1e14, 2e14, 3e14],
+            kernel_terms_source=["calibrated", "datasheet: memory", ""], kernel_params_source=["fitted", "n", "x"])
+
+    monkeypatch.setattr("workbench.analysis.compare.kernel_tier", fake)
+    rows = [point("bf16_gemv", "bf16", 1, 10e-6, bytes=40e6), point("bf16_gemv", "bf16", 2, 16e-6, mode="hot"),
+            point("bf16_gemv", "bf16", 4, 20e-6, bytes=0.0)]
+    cmp = compare_points(frame(rows), calibrations=CAL)
+    given = seen["points"]
+    assert list(given.columns) == ["gpu", "kernel", "M", "N", "K", "mode", "bytes"]
+    assert list(given["mode"]) == ["cold", "hot", "cold"] and list(given["M"]) == [1, 2, 4]
+    # the stored bytes where finite and > 0 (40e6), else the model's: 33_554_432 + M·8192·2 at M = 2 and 4
+    assert list(given["bytes"]) == [40e6, 33_587_200, 33_619_968]
+    assert seen["cals"][GPU].bandwidth == 4.4e12
+    assert list(cmp["time_kernel_s"]) == [5e-6, 20e-6, 8e-6]
+    assert list(cmp["ratio_kernel"]) == pytest.approx([0.5, 1.25, 0.4], rel=1e-12)  # 5/10, 20/16, 8/20
+    assert list(cmp["error_kernel"]) == pytest.approx([-0.5, 0.25, -0.6], rel=1e-12)
+    assert list(cmp["attr_remainder_s"]) == pytest.approx([5e-6, -4e-6, 12e-6], rel=1e-12)  # measured - predicted
+    assert list(cmp["attr_memory_s"]) == [3e-6, 15e-6, 4e-6] and list(cmp["attr_fixup_s"]) == [0.5e-6, 0.0, 0.0]
+    assert list(cmp["kernel_peak_flops_per_s"]) == [1e14, 2e14, 3e14]
+    assert list(cmp["kernel_terms_source"]) == ["calibrated", "datasheet: memory", ""]
+
+
+def test_rows_without_a_gpu_key_are_dropped():
+    df = frame([point("k", "bf16", 1, 9e-6), point("k", "bf16", 2, 9e-6, gpu=None), point("k", "bf16", 4, 9e-6,
+                                                                                           gpu="")])
+    df["gpu_key"] = df["gpu_key"].astype("string")  # <NA> for the missing key
+    assert list(compare_points(df, calibrations=CAL)["M"]) == [1]
+    none = compare_points(df.iloc[1:], calibrations=CAL)
+    assert none.empty and list(none.columns) == list(ALL_COLUMNS)
+
+
+def test_error_summary_skips_only_the_tiers_a_comparison_lacks():
+    cmp = pd.DataFrame({"gpu_key": [GPU], "error_datasheet": [0.1], "error_floor": [-0.2], "error_kernel": [0.3]})
+    s = error_summary(cmp)  # no error_calibrated column (written before that tier): the later tiers still count
+    assert list(s["tier"]) == ["datasheet", "floor", "kernel"]
+    assert list(s["median_error"]) == pytest.approx([0.1, -0.2, 0.3])
+
+
+def test_rollup_a_two_expert_layer_is_an_expert_layer(monkeypatch):
+    import models.workloads as workloads
+
+    tiny = workloads.Model("tiny-moe", "Tiny MoE", (workloads.Layer("o", 4096, 4096, 1),
+                                                   workloads.Layer("experts", 4096, 4096, 1, experts=2, top_k=1)))
+    monkeypatch.setattr(workloads, "get_model", lambda key: tiny)
+    cmp = compare_points(frame([point("cublas_bf16", "bf16", 1, 10e-6, role="peer")]), calibrations=CAL)
+    r = rollup_measured(cmp, "tiny-moe", calibrations=CAL).iloc[0]
+    # the dense layer is measured; the 2-expert layer (same shape) runs on a share of the batch: never measured
+    assert r["n_layers_measured"] == 1 and r["kernels"] == "o=cublas_bf16" and math.isnan(r["time_step_measured_s"])

@@ -168,3 +168,56 @@ def test_optional_fields_default_to_empty(tmp_path):
     gpus, _ = _load(tmp_path, _entry())
     assert gpus["h200-sxm"].sources["sms"] == "device-reported on the lent H200 (REFERENCE.md)"
     assert load_gpus(GPUS_TOML)["a100-sxm-80gb"].peak("fp8") == 0.0
+
+
+def test_size_and_peak_checks_are_greater_than_zero_exactly(tmp_path):
+    # the rule is "> 0": one SM, and an fp32 peak of 1 FLOP/s, are accepted (the smallest positive integers)
+    gpus, _ = _load(tmp_path, _entry(sms=1).replace("fp32 = 67e12", "fp32 = 1.0", 1))
+    assert gpus["h200-sxm"].sms == 1 and gpus["h200-sxm"].peak("fp32") == 1.0
+    assert resolve_ceiling({"fp4": 0.5}, "fp4") == ("fp4", 0.5)  # any positive ceiling is a ceiling
+    assert parse_calibration(_calibration(sm_clock_hz=1)).sm_clock_hz == 1.0
+
+
+def test_two_missing_peaks_are_listed_with_a_comma(tmp_path):
+    with pytest.raises(InputError) as info:
+        _load(tmp_path, _entry().replace("fp8 = 1978.9e12\n", "", 1).replace("fp4 = 0.0\n", "", 1))
+    assert str(info.value).endswith("gpu #1 (h200-sxm): missing peaks fp8, fp4 (write 0 where the chip has no such "
+                                    "unit)")
+
+
+@pytest.mark.parametrize("text", ["gpu = 'x'\n", "gpu = []\n", "[gpu]\nkey = 'a'\n"])
+def test_a_catalogue_whose_gpu_is_not_a_list_of_tables_is_refused(tmp_path, text):
+    with pytest.raises(InputError) as info:
+        _load(tmp_path, text)
+    assert str(info.value) == f"{tmp_path / 'g.toml'}: no [[gpu]] entries"
+
+
+def test_load_calibrations_defaults_to_the_shipped_data_folder():
+    from models.hardware import DATA_DIR
+
+    shipped = load_calibrations()
+    assert shipped and {k: c.path for k, c in shipped.items()} == {k: c.path for k, c in
+                                                                   load_calibrations(DATA_DIR).items()}
+    assert all(c.path.startswith(str(DATA_DIR / "calibration")) for c in shipped.values())
+
+
+@pytest.mark.parametrize("curve", [[1, 2], {"bytes": [1, 2]}, {"bytes": [1, 2], "time_s": 3},
+                                   {"bytes": [1, 2], "time_s": [1e-6]}])
+def test_bad_read_curves_are_refused(curve):
+    with pytest.raises(InputError) as info:
+        parse_calibration(_calibration(read_curve=curve), "c.json")
+    assert str(info.value) == "c.json: read_curve must hold equally long lists 'bytes' and 'time_s'"
+
+
+def test_read_curve_is_kept_and_defaults_to_empty():
+    curve = {"bytes": [4096, 1e6], "time_s": [2e-6, 3e-6], "ctas": [132, 132]}
+    assert parse_calibration(_calibration(read_curve=curve)).read_curve == curve
+    assert parse_calibration(_calibration()).read_curve == {}
+    assert parse_calibration(_calibration(read_curve=None)).read_curve == {}
+
+
+def test_an_entry_without_per_figure_sources_has_only_its_source(tmp_path):
+    text = _entry()
+    gpus, _ = _load(tmp_path, text[:text.index("[gpu.sources]")])  # [gpu.sources] is optional
+    assert gpus["h200-sxm"].sources == {"source": "NVIDIA H200 Tensor Core GPU datasheet (2024), SXM column; sparse "
+                                                  "tensor figures halved"}

@@ -100,3 +100,17 @@ def test_model_lookup_and_expert_load_by_hand():
     one, m = expert_load(3, 1, 1)
     assert float(one) == 1.0 and float(m) == 3.0
     assert Model("k", "n", (Layer("a", 2, 3, 4, 5, 1),)).params == 120
+
+
+def test_shape_edges_top_k_message_and_two_experts(tmp_path):
+    # a named shape keeps N and K apart; 1 is a positive size (a 1 x K weight, a 1-element reduction)
+    (_, shapes), _ = load(tmp_path, "[shapes]\nwide = [1, 32]\ntall = [64, 1]\n")
+    assert shapes == {"wide": (1, 32), "tall": (64, 1)}
+    assert parse_shape("1x4096") == (1, 4096) and parse_shape("4096x1") == (4096, 1)
+    with pytest.raises(InputError) as info:
+        load(tmp_path, "[models.bad]\nlayers = [{ name = 'a', N = 8, K = 8, count = 1, experts = 2, top_k = 0 }]\n")
+    assert str(info.value) == (f"{tmp_path / 'w.toml'}: model 'bad' layer #1: field 'top_k' must be a positive "
+                               "integer, got 0")
+    # E = 2, k = 1 at M = 3: 2·(1 − 0.5³) = 1.75 experts, 3 / 1.75 tokens each
+    active, tokens = expert_load(np.array([3.0]), 2, 1)
+    assert active.tolist() == pytest.approx([1.75]) and tokens.tolist() == pytest.approx([3 / 1.75])

@@ -75,14 +75,13 @@ def empty_comparison() -> pd.DataFrame:
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    """Every column of ALL_COLUMNS (compare_points builds each one) cast to its declared dtype."""
     out = {}
     for col, dtype in ALL_COLUMNS.items():
-        series = df[col] if col in df.columns else pd.Series([pd.NA] * len(df), index=df.index)
+        series = df[col]
         if dtype == "string":
             out[col] = series.astype("string").fillna("")
-        elif dtype == "boolean":
-            out[col] = series.astype("boolean")
-        else:
+        else:  # float64, int64, boolean
             out[col] = series.astype(dtype)
     return pd.DataFrame(out).reset_index(drop=True)
 
@@ -102,17 +101,17 @@ def model_calibrations(calibrations: Mapping[str, Any] | None) -> dict[str, Any]
 
 
 def _datasheet_bandwidth(gpu_keys: Iterable[str]) -> dict[str, float]:
-    from models.hardware import load_gpus
+    """Catalogue bandwidth per gpu_key; every key is in the catalogue (predict has refused any other first)."""
+    from models.hardware import get_gpu
 
-    gpus = load_gpus()
-    return {k: float(gpus[k].bandwidth) if k in gpus else float("nan") for k in gpu_keys}
+    return {k: float(get_gpu(k).bandwidth) for k in gpu_keys}
 
 
 def _predict(points: pd.DataFrame, calibrations: Mapping[str, Any], sm_clock_hz: np.ndarray | None) -> pd.DataFrame:
     """models.roofline.predict on (gpu, scheme, M, N, K) rows, compute ceilings scaled by each row's SM clock."""
     from models.roofline import predict
 
-    return predict(points, calibrations=dict(calibrations) or None, sm_clock_hz=sm_clock_hz).reset_index(drop=True)
+    return predict(points, calibrations=dict(calibrations) or None, sm_clock_hz=sm_clock_hz)  # keeps the RangeIndex
 
 
 # ---------------------------------------------------------------------------------------------------- comparison
@@ -149,7 +148,7 @@ def compare_points(measured: pd.DataFrame, *, calibrations: Mapping[str, Any] | 
     clock = df["sm_clock_median_hz"].astype("float64").to_numpy()
     pred = _predict(points, cals, clock)
     measured_t = df["time_median_s"].astype("float64").to_numpy()
-    stored = df["bytes"].astype("float64").to_numpy() if "bytes" in df else np.full(len(df), np.nan)
+    stored = df["bytes"].astype("float64").to_numpy()  # a MEASUREMENT_COLUMNS column: filled with NA above if absent
     kt = kernel_tier(pd.DataFrame({"gpu": points["gpu"], "kernel": df["kernel"].astype(str).to_numpy(),
                                    "M": points["M"], "N": points["N"], "K": points["K"], "mode": df["mode"].to_numpy(),
                                    "bytes": np.where(np.isfinite(stored) & (stored > 0), stored, pred["bytes"])}),
@@ -181,14 +180,13 @@ def compare_points(measured: pd.DataFrame, *, calibrations: Mapping[str, Any] | 
             "timestamp": df["timestamp"],
         }
     )
-    for tier, col in _PRED_TIME.items():
-        t = pred[col].to_numpy(dtype="float64") if col in pred.columns else np.full(len(df), np.nan)
+    for tier, col in _PRED_TIME.items():  # predict returns every roofline tier; time_kernel_s was added above
+        t = pred[col].to_numpy(dtype="float64")
         out[col] = t
         out[f"ratio_{tier}"] = t / measured_t
         out[f"error_{tier}"] = t / measured_t - 1.0
-    out["bound_datasheet"] = pred["bound_datasheet"].astype("string").fillna("").to_numpy()
-    bound_cal = pred["bound_calibrated"] if "bound_calibrated" in pred.columns else pd.Series([""] * len(df))
-    out["bound_calibrated"] = bound_cal.astype("string").fillna("").to_numpy()
+    out["bound_datasheet"] = pred["bound_datasheet"].to_numpy()  # never missing: "memory" | "compute"
+    out["bound_calibrated"] = pred["bound_calibrated"].to_numpy()  # "" without a calibration; _typed fills NA
     out["achieved_bytes_per_s"] = out["bytes"] / measured_t
     out["achieved_flops_per_s"] = out["flops"] / measured_t
     for col in OUTPUT_COLUMNS[1:]:
@@ -209,10 +207,8 @@ def _add_bandwidth_fraction(out: pd.DataFrame, cals: Mapping[str, Any]) -> None:
         read = float(cals[key].bandwidth) if key in cals else float("nan")
         if np.isfinite(read) and read > 0:
             ceiling[key], source[key] = read, "calibrated"
-        elif np.isfinite(sheet[key]):
-            ceiling[key], source[key] = sheet[key], "datasheet"
         else:
-            ceiling[key], source[key] = float("nan"), ""
+            ceiling[key], source[key] = sheet[key], "datasheet"
     gk = out["gpu_key"].astype(str)
     out["bandwidth_ceiling_bytes_per_s"] = gk.map(ceiling).astype("float64").to_numpy()
     out["bandwidth_ceiling_source"] = gk.map(source).to_numpy()
@@ -256,11 +252,10 @@ def error_summary(comparison: pd.DataFrame, by: Iterable[str] = ("gpu_key",)) ->
     if comparison.empty:
         cols = [*by, "tier", "n", "n_throttled", "median_abs_error", "p90_abs_error", "max_abs_error", "median_error"]
         return pd.DataFrame({c: [] for c in cols})
-    throttled = throttled_mask(comparison)
-    groups = comparison.assign(_thr=throttled).groupby(by, sort=True, dropna=False) if by else [((), comparison)]
-    for key, group in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        thr = group["_thr"] if "_thr" in group.columns else throttled_mask(group)
+    marked = comparison.assign(_thr=throttled_mask(comparison))
+    groups = marked.groupby(by, sort=True, dropna=False) if by else [((), marked)]
+    for key, group in groups:  # a list `by` gives tuple keys, also of one column
+        thr = group["_thr"]
         kept = group[~thr.to_numpy(dtype=bool)]
         for tier in TIERS:
             if f"error_{tier}" not in kept:  # a comparison written before the tier existed
@@ -370,9 +365,8 @@ def _rollup_row(
     pred = _predict(frame, {k: v for k, v in cals.items() if k == gpu}, None)
     weights = np.array([p[3] for p in points])
     tiers = {}
-    for tier, col in _PRED_TIME.items():
-        t = pred[col].to_numpy(dtype="float64") if col in pred.columns else np.full(len(points), np.nan)
-        tiers[tier] = float(np.sum(weights * t))
+    for tier in ("datasheet", "calibrated", "floor"):  # the roofline tiers predict returns (no kernel tier here)
+        tiers[tier] = float(np.sum(weights * pred[_PRED_TIME[tier]].to_numpy(dtype="float64")))
     tier = "floor" if np.isfinite(tiers["floor"]) else "datasheet"
     predicted = tiers[tier]
     tier_time = pred[_PRED_TIME[tier]].to_numpy(dtype="float64")
