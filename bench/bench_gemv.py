@@ -106,6 +106,9 @@ def variants(name: str, M: int, N: int, K: int) -> list[dict[str, Any]]:
             out.append({"xreg": True, "u": u, "rw": rw, "warps": w})
     for u, rw, warps in ((2, 2, 4), (1, 4, 4), (2, 4, 4), (1, 8, 4)):
         out.append({"xreg": False, "u": u, "rw": rw, "warps": warps})
+    for u, rw in ((1, 4), (1, 8)):  # the next step's loads in flight during this one; one block per tile
+        out.append({"xreg": False, "u": u, "rw": rw, "warps": 4, "prefetch": True})
+        out.append({"xreg": False, "u": u, "rw": rw, "warps": 4, "persistent": False})
     if name == "w4a16_gemv":  # warps that own whole rows (no block barrier) and more loads in flight per lane
         for u, rw, warps in ((4, 2, 1), (4, 4, 1), (2, 2, 2), (2, 4, 2), (4, 1, 1)):
             out.append({"xreg": False, "u": u, "rw": rw, "warps": warps})
