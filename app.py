@@ -24,7 +24,7 @@ class _UsageError(Exception):
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Flags over the environment over the defaults: host (str), port (int), data_dir (str or None), debug.
     A bad flag or value raises (one line), before anything is bound or served."""
-    from workbench import cli_args
+    from workbench.interfaces import cli_args
 
     parser = _OneLineParser(description="Roofline workbench dashboard")
     parser.add_argument("--host", default=None, help="interface to bind (env WORKBENCH_HOST; default 127.0.0.1)")
@@ -49,13 +49,13 @@ def argv_has(argv: list[str] | None, option: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     from models.errors import InputError
-    from workbench.cli_serve import resolve
+    from workbench.interfaces.cli_serve import resolve
 
     try:
         args = parse_args(argv)
         flag_data = args.data_dir if argv_has(argv, "--data-dir") else None  # else resolve reads WORKBENCH_DATA
         host, port, data_dir = resolve(args.host, str(args.port), flag_data)
-        from workbench.dashboard.factory import serve
+        from workbench.interfaces.dashboard.factory import serve
 
         serve(host=host, port=port, data_dir=data_dir, debug=args.debug)
     except (InputError, _UsageError) as exc:

@@ -6,11 +6,11 @@
 In one process on the device, for each shape and batch M:
 (a) the read limit: the fastest L2-cold read of exactly the bytes each kernel reads (kernels.problems.bytes_read of
     its input arrays, rounded up to 16), by the plain 16-byte-load read kernel of kernels/calib.cu timed as the
-    calibration's read curve does (workbench.microbench.read_curve: slices rotating over >= 3x the L2 in one CUDA
-    graph), best over 1, 2, 4 and 8 CTAs per SM;
+    calibration's read curve does (workbench.measure.microbench.read_curve: slices rotating over >= 3x the L2 in
+    one CUDA graph), best over 1, 2, 4 and 8 CTAs per SM;
 (b) every registered kernel of the chosen schemes that runs that M on this GPU (ours, the ladder rungs, the peers:
     cuBLAS bf16, torch tinygemm int4, `_scaled_mm` fp8, `_int_mm` int8), each float64-checked on its first input set
-    and timed by the profiler's loop (workbench.timing.measure: L2-cold rotation, CUDA-graph replays), through
+    and timed by the profiler's loop (workbench.measure.timing.measure: L2-cold rotation, CUDA-graph replays), through
     kernels.registry's runners;
 (c) prints per shape and M each kernel's time and its multiple of its read limit, our best per family over its anchor
     (W4A16 and BF16 over cuBLAS bf16, FP8 over `_scaled_mm`, W8A8 over `_int_mm`), and at the end the table of issue
@@ -130,9 +130,9 @@ def format_targets(lines: list[dict[str, Any]]) -> list[str]:
 
 
 def ladder_table(rows: list[dict[str, Any]], batches: tuple[int, ...] = (1, 4, 16)) -> list[str]:
-    """The ladder (kernels.ladder.RUNGS) per shape: each rung's time at M = 1, 4, 16 and its speedup over rung 0
+    """The ladder (models.ladder.RUNGS) per shape: each rung's time at M = 1, 4, 16 and its speedup over rung 0
     (a rung's time: the fastest of its kernels whose check passed). The table docs/kernels-ladder.md holds."""
-    from kernels.ladder import RUNGS
+    from models.ladder import RUNGS
 
     out = []
     for N, K in sorted({(r["N"], r["K"]) for r in rows}, reverse=True):
@@ -180,7 +180,7 @@ class _Recording:
 
 
 class ReadLimit:
-    """The fastest L2-cold read of a byte count (cached per count), by workbench.microbench.read_curve."""
+    """The fastest L2-cold read of a byte count (cached per count), by workbench.measure.microbench.read_curve."""
 
     def __init__(self, l2: int, sms: int) -> None:
         import cupy as cp
@@ -194,9 +194,9 @@ class ReadLimit:
         self.cache: dict[int, tuple[float, int]] = {}
 
     def __call__(self, nbytes: int) -> tuple[float, int]:
-        from workbench import microbench
-        from workbench.calibrate import _time  # the calibration's replay timer (median of back-to-back replays)
-        from workbench.timing import CudaTimer
+        from workbench.measure import microbench
+        from workbench.measure.calibrate import _time  # the calibration's replay timer (median of back-to-back replays)
+        from workbench.measure.timing import CudaTimer
 
         n = -(-nbytes // 16) * 16
         if n not in self.cache:
@@ -239,7 +239,7 @@ def run(cases: list[tuple[Any, int, int, int]], budget: float) -> list[dict[str,
     import cupy as cp
 
     from kernels import registry
-    from workbench.timing import CudaTimer, TimingConfig, measure
+    from workbench.measure.timing import CudaTimer, TimingConfig, measure
 
     dev = cp.cuda.Device()
     l2, sms = int(dev.attributes["L2CacheSize"]), int(dev.attributes["MultiProcessorCount"])

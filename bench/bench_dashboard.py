@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.dash_requests import call, initial_callbacks, layout_values  # noqa: E402
 from tests.dashboard_synthetic import synthetic_measurements, write_dataset  # noqa: E402
-from workbench.dashboard import ids  # noqa: E402
+from workbench.interfaces.dashboard import ids  # noqa: E402
 
 FIRST_PAINT_LIMIT_S = 2.0
 CALLBACK_P95_LIMIT_S = 0.150
@@ -57,7 +57,7 @@ def build(rows: int, root: Path):
     for toml in (ROOT / "data" / "hypotheses").glob("*.toml"):  # the shipped claims, evaluated at load
         shutil.copy(toml, root / "hypotheses" / toml.name)
     t1 = time.perf_counter()
-    from workbench.dashboard.factory import create_app
+    from workbench.interfaces.dashboard.factory import create_app
 
     app = create_app(root)
     t2 = time.perf_counter()

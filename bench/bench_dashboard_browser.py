@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests.app_server import start_app  # noqa: E402
 from tests.dashboard_synthetic import synthetic_measurements, write_dataset  # noqa: E402
-from workbench.dashboard import ids  # noqa: E402
-from workbench.dashboard.layout import TAB_LABELS  # noqa: E402
+from workbench.interfaces.dashboard import ids  # noqa: E402
+from workbench.interfaces.dashboard.layout import TAB_LABELS  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]

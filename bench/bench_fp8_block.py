@@ -1,6 +1,6 @@
 """Device benchmark of the FP8 block-scaled wgmma GEMM beside per-channel FP8 (wg_fp8) and torch's FP8 path.
 
-Every point goes through the profiler's timing protocol (workbench.timing.measure: checked against its float64
+Every point goes through the profiler's timing protocol (workbench.measure.timing.measure: checked against its float64
 reference first, L2-cold rotation of input sets >= 3x the L2 size, CUDA-graph replay of back-to-back launches,
 median and p10/p90 of >= 10 samples). The target (issue 20): wg_fp8_block within 15 % of wg_fp8 at M <= 64 on
 22016x4096; the script prints the ratio and exits 1 when it is missed (or a kernel is wrong).
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     import cupy
 
     from kernels import registry
-    from workbench import timing
+    from workbench.measure import timing
 
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     l2 = int(props["l2CacheSize"])

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python bench/bench_gemv.py [--quick] [--no-variants]
 
-Every kernel is timed by the profiler's loop (workbench.timing.measure): checked against the float64 reference
+Every kernel is timed by the profiler's loop (workbench.measure.timing.measure): checked against the float64 reference
 (rel err = ||y - ref|| / ||ref||), L2-cold (input sets rotating through >= 3x the L2 size read from the device),
 launch-gap-free (CUDA-graph replays of back-to-back launches between events; a peer that cannot be captured is timed
 as eager launches, marked "events"). A read-only stream kernel measures the read ceiling in the same run. Bytes are
@@ -46,10 +46,10 @@ extern "C" __global__ void read_stream(const uint4* __restrict__ p, long long n,
 
 
 def read_ceiling() -> float:
-    """Bytes per second of a read-only stream over 4 GiB, timed by the profiler's loop (workbench.timing)."""
+    """Bytes per second of a read-only stream over 4 GiB, timed by the profiler's loop (workbench.measure.timing)."""
     import cupy as cp
 
-    from workbench.timing import CudaTimer, TimingConfig, time_loop
+    from workbench.measure.timing import CudaTimer, TimingConfig, time_loop
 
     nbytes = 4 << 30
     buf = cp.ones(nbytes // 4, dtype=cp.int32)
@@ -115,7 +115,7 @@ def variants(name: str, M: int, N: int, K: int) -> list[dict[str, Any]]:
 def run_case(name: str, M: int, N: int, K: int, l2: int, cfg: dict[str, Any] | None = None) -> dict[str, Any]:
     import cupy as cp
 
-    from workbench.timing import CudaTimer, TimingConfig, measure
+    from workbench.measure.timing import CudaTimer, TimingConfig, measure
 
     spec = registry.get(name)
     runner: Any = gemv.GemvRunner(spec, config=cfg) if spec.backend == "nvrtc" else registry.runner(name)

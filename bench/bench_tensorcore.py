@@ -1,6 +1,6 @@
 """Device benchmark of the tensor-core GEMM kernels beside cuBLAS bf16 (torch F.linear), in the same run.
 
-Every point is timed by the profiler's loop (workbench.timing.measure): checked against the float64 reference,
+Every point is timed by the profiler's loop (workbench.measure.timing.measure): checked against the float64 reference,
 L2-cold (input sets rotating through >= 3x the L2 size), CUDA-graph replays of back-to-back launches between events,
 median per launch. Bytes are what each kernel's device arrays hold (kernels.problems), FLOPs 2*M*N*K.
 
@@ -31,8 +31,9 @@ def _device_info():
 
 
 def _measure(runner, M: int, N: int, K: int, l2: int, budget_s: float):
-    """The profiler's timing loop (workbench.timing.measure): float64 check, L2-cold rotation, CUDA graph replays."""
-    from workbench.timing import CudaTimer, TimingConfig, measure
+    """The profiler's timing loop (workbench.measure.timing.measure): float64
+    check, L2-cold rotation, CUDA graph replays."""
+    from workbench.measure.timing import CudaTimer, TimingConfig, measure
 
     return measure(runner, M, N, K, l2, CudaTimer(), TimingConfig(budget_s=budget_s))
 

@@ -28,8 +28,8 @@ def wall(cmd: list[str]) -> tuple[float, int]:
 
 def phases() -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
-    from workbench.cli_compare import DATA_DIR, load_comparison
-    from workbench.hypotheses import default_files, evaluate_all, load_hypotheses
+    from workbench.analysis.hypotheses import default_files, evaluate_all, load_hypotheses
+    from workbench.interfaces.cli_compare import DATA_DIR, load_comparison
 
     out = {}
     t = time.perf_counter()
@@ -40,7 +40,7 @@ def phases() -> dict[str, float]:
     results = evaluate_all(hyps, comparison)
     out["evaluate (both sources)"] = time.perf_counter() - t
     t = time.perf_counter()
-    from workbench.report import render_report
+    from workbench.analysis.report import render_report
 
     render_report(results, comparison, hyps)
     out["render HTML report"] = time.perf_counter() - t

@@ -1,7 +1,7 @@
 """Independent-timer cross-check: the profiler's time vs torch's CUDA graph and events over the same launches.
 
 For every registered kernel that runs here, at M in {1, 16, 128} (where the kernel takes it), one shape (12288x4096,
-the Llama-2-7B qkv projection), L2-cold and L2-hot: the profiler's `workbench.timing.measure` as a sweep runs it
+the Llama-2-7B qkv projection), L2-cold and L2-hot: the profiler's `workbench.measure.timing.measure` as a sweep runs it
 (`profiler_s`), then new input sets made by the same runner (other addresses, the same count and order), the same
 launches per replay captured into a `torch.cuda.CUDAGraph`, timed with `torch.cuda.Event`s:
 - `torch_s`: batches of replays enqueued back to back with an event between replays, one synchronisation per batch:
@@ -9,7 +9,7 @@ launches per replay captured into a `torch.cuda.CUDAGraph`, timed with `torch.cu
 - `torch_sync_s`: one replay per synchronisation (the earlier cross-check's method; diagnostic only): the start
   event is recorded on an idle stream, so each sample also holds the host's graph submission and the GPU's restart
   after an idle gap.
-- `profiler_same_buffers_s`: the profiler's loop (`workbench.timing.time_loop`) on those same new buffers.
+- `profiler_same_buffers_s`: the profiler's loop (`workbench.measure.timing.time_loop`) on those same new buffers.
 Judged: ratio = profiler_same_buffers_s / torch_s, two timers on the same buffers. `ratio_sweep` (profiler_s /
 torch_s, other buffers) is reported beside it: L2-hot working sets near the L2 size (50 MB of int8 weights in 60 MB)
 run at a speed that depends on where the buffer landed, up to 20 % apart between two allocations of the same data.
@@ -124,8 +124,8 @@ def main() -> int:
     import cupy
 
     from kernels import registry
-    from workbench.environment import detect
-    from workbench.timing import CudaTimer, TimingConfig, measure, time_loop
+    from workbench.measure.environment import detect
+    from workbench.measure.timing import CudaTimer, TimingConfig, measure, time_loop
 
     env = detect()
     N, K = (int(v) for v in args.shape.lower().split("x"))

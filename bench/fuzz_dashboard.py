@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=None, help="a running dashboard (default: start app.py)")
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
-    from workbench.dashboard.factory import create_app
+    from workbench.interfaces.dashboard.factory import create_app
 
     app = create_app(args.data_dir)  # the same callback map and layout the server has, to build payloads from
     values = layout_values(app)

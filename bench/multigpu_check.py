@@ -28,7 +28,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench import store  # noqa: E402
+from workbench.storage import store  # noqa: E402
 
 KEY = ["kernel", "scheme", "M", "N", "K", "mode"]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fakes_multigpu import FakeBackend, fake_gpus, fake_points  # noqa: E402
-from workbench.multigpu import profile_gpus  # noqa: E402
-from workbench.timing import TimingConfig  # noqa: E402
+from workbench.measure.multigpu import profile_gpus  # noqa: E402
+from workbench.measure.timing import TimingConfig  # noqa: E402
 
 CFG = TimingConfig(budget_s=0.005, sample_s=1e-4)
 
@@ -34,7 +34,7 @@ def local(n: int, per_point: float, root: Path) -> tuple[float, int]:
 def ray(n: int, per_point: float, root: Path) -> tuple[float, int]:
     import ray as rt
 
-    from workbench.cluster import profile_ray
+    from workbench.measure.cluster import profile_ray
 
     rt.init(num_cpus=n, num_gpus=n, include_dashboard=False, log_to_driver=False)
     try:

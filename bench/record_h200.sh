@@ -101,7 +101,7 @@ echo
 echo "=== summary"
 python3 - "$OUT1" "$CAL_DIR" <<'PY' | tee -a "$SUMMARY"
 import sys, json, glob
-from workbench.store import load_measurements
+from workbench.storage.store import load_measurements
 df = load_measurements(sys.argv[1])
 for f in sorted(glob.glob(sys.argv[2] + "/*.json")):
     c = json.load(open(f))["ceilings"]

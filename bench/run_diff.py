@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from workbench.store import POINT_KEY, load_measurements
+from workbench.storage.store import POINT_KEY, load_measurements
 
 KEY = list(POINT_KEY)  # the same GPU in both runs: the point key as the store defines it
 

@@ -11,6 +11,8 @@
 //   GEMV_U    16-byte chunks per row issued before the first is used
 //   GEMV_XREG 1: a single pass over K (blockDim * U >= chunks per row), x held in registers for all tiles;
 //             0: x re-read (through L1) for every chunk.
+//   GEMV_PREFETCH (with XREG 0) 1: the next step's weights are loaded before this step is computed (two steps of
+//             loads in flight per thread, also across the block reduction); 0: load, then compute.
 // A scheme supplies a policy P with: Acc (accumulator type), XRow (one x row's slice for one chunk), Dec (one
 // decoded weight chunk), wrow(row), load_x(XRow&, m, c), decode(Dec&, uint4, row, c), fma(Acc&, Dec, XRow),
 // store(row, m, Acc). Weights are decoded once per chunk and used for all M rows of x.
@@ -29,6 +31,9 @@
 #endif
 #ifndef GEMV_XREG
 #define GEMV_XREG 0
+#endif
+#ifndef GEMV_PREFETCH
+#define GEMV_PREFETCH 0
 #endif
 
 #define GEMV_MAX_WARPS 32
@@ -200,6 +205,40 @@ __device__ __forceinline__ void gemv_run(const P& p, int M, int N, int nchunks) 
         for (int u = 0; u < U; ++u) {
             const int c = threadIdx.x + u * stride;
             if (c < nchunks) chunk_fma(p, acc, w[u], tile, N, c, M, XFromRegs<P>{xr[u]});
+        }
+        reduce_store(p, acc, tile, M, N);
+    }
+#elif GEMV_PREFETCH
+    // x re-read through L1; the weights of the next step (the next U chunks of this tile, or the first U chunks of
+    // the next tile) are loaded before this step is computed, so a thread keeps two steps of loads in flight and
+    // loads stay in flight across the block reduction. Every thread walks the same number of steps (out-of-range
+    // chunks are skipped by load_tile and by the compute guard).
+    const int span = stride * U;
+    const int steps = (nchunks + span - 1) / span;
+    uint4 wn[U][RW];
+    int tile = blockIdx.x;
+    if (tile < ntiles) load_tile(p, wn, tile, N, threadIdx.x, stride, nchunks);
+    for (; tile < ntiles; tile += gridDim.x) {
+        Acc acc[RW][MB];
+#pragma unroll
+        for (int r = 0; r < RW; ++r)
+#pragma unroll
+            for (int m = 0; m < MB; ++m) acc[r][m] = Acc(0);
+        for (int s = 0; s < steps; ++s) {
+            uint4 w[U][RW];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+#pragma unroll
+                for (int r = 0; r < RW; ++r) w[u][r] = wn[u][r];
+            const bool last = s + 1 == steps;
+            const int ntile = last ? tile + (int)gridDim.x : tile;
+            if (ntile < ntiles) load_tile(p, wn, ntile, N, threadIdx.x + (last ? 0 : (s + 1) * span), stride, nchunks);
+            const int c0 = threadIdx.x + s * span;
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int c = c0 + u * stride;
+                if (c < nchunks) chunk_fma(p, acc, w[u], tile, N, c, M, XFromMem<P>{p, c});
+            }
         }
         reduce_store(p, acc, tile, M, N);
     }

@@ -20,7 +20,7 @@ from kernels import problems
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 from models.kernel_terms import KernelFacts
-from models.schemes import SCHEME_PARAMS
+from models.schemes import GROUP_SIZES, SCHEME_PARAMS
 
 W4_GROUP: int = SCHEME_PARAMS["w4a16"]["group_size"]
 
@@ -86,8 +86,8 @@ class PeerRunner:
         check_batch(self.spec, M)
         if self.spec.name == "torch_int4_tinygemm" and K % 256:
             raise InputError(f"torch_int4_tinygemm needs K divisible by 256, got K={K}")
-        if self.group_size and self.group_size not in problems.GROUP_SIZES:
-            raise InputError(f"{self.spec.name} takes group sizes {problems.GROUP_SIZES}, got {self.group_size}")
+        if self.group_size and self.group_size not in GROUP_SIZES:
+            raise InputError(f"{self.spec.name} takes group sizes {GROUP_SIZES}, got {self.group_size}")
         if K % 16 or N % 16:
             raise InputError(f"{self.spec.name}: N and K must be multiples of 16, got N={N}, K={K}")
 

@@ -24,7 +24,6 @@ from models.errors import InputError
 WEIGHTS = ("f32", "f16", "bf16", "w4", "w8", "e4m3")
 ACTS = ("f32", "f16", "bf16", "i8", "e4m3")
 SCALES = ("channel", "tensor")
-GROUP_SIZES = (32, 64, 128, 256)  # what `workbench profile --group-size` offers (w4a16)
 _SOURCE = "problems.cu"
 _ENTRIES = ("fill_normal", "f32_to_f16", "f32_to_bf16_bits", "f32_to_f64", "f16_to_f64", "bf16_bits_to_f64",
             "quantize_w4", "dequantize_w4", "quantize_int8_rows", "dequantize_int8_rows", "fp8_row_absmax",

@@ -285,7 +285,6 @@ def round_bf16(x: Array, xp: ModuleType = np) -> Array:
 
 FORMAT_BITS: dict[str, int] = {"int4": 4, "int8": 8, "fp8": 8}  # fp8 = e4m3fn
 GRANULARITIES = ("tensor", "channel", "group", "block")  # block: size x size tiles of W (DeepSeek-V3: 128 x 128)
-GROUP_SIZES = (32, 64, 128, 256)
 SCALE_DTYPES = ("fp16", "bf16", "fp32")
 ZERO_STORAGE = ("int4", "int8", "fp16")  # how an asymmetric zero point is stored
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from models.errors import InputError, unknown
+from models.kernel_catalogue import KernelEntry
 from models.kernel_terms import KernelFacts
 
 PROVIDERS = (
@@ -100,9 +101,14 @@ def specs(scheme: str | None = None, role: str | None = None) -> list[KernelSpec
     ]
 
 
-def facts() -> dict[str, KernelFacts]:
-    """Kernel name -> its declared KernelFacts, for every registered kernel that declares them."""
-    return {name: s.facts for name, s in _load_specs().items() if s.facts is not None}
+def catalogue() -> dict[str, KernelEntry]:
+    """Every registered kernel as the analysis side sees it: what `workbench kernel-facts` writes to
+    data/model/kernel-facts.json (models.kernel_catalogue reads it back without importing this registry)."""
+    return {
+        name: KernelEntry(name=name, scheme=s.scheme, role=s.role, backend=s.backend, m_min=s.m_min, m_max=s.m_max,
+                          min_cc=s.min_cc, max_cc=s.max_cc, facts=s.facts)
+        for name, s in _load_specs().items()
+    }
 
 
 def get(name: str) -> KernelSpec:

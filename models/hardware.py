@@ -4,8 +4,8 @@ A scheme names the compute unit whose ceiling applies (models.schemes.COMPUTE_UN
 (peak 0 or absent) the next unit in FALLBACK applies — fp8 on Ampere runs on the fp16 tensor cores after conversion,
 fp4 off Blackwell on fp8 (or fp16), bf16 on Volta/Turing through fp32 — and the model reports which one it used.
 
-Calibrated ceilings (written by `workbench calibrate`, keys in workbench.schema.CALIBRATION_CEILINGS) override the
-datasheet per GPU: bandwidth ← read_bytes_per_s; fp16/bf16 ← fp16/bf16_mma_flops (what mma.sync reaches; the
+Calibrated ceilings (written by `workbench calibrate`, keys in workbench.storage.schema.CALIBRATION_CEILINGS) override
+the datasheet per GPU: bandwidth ← read_bytes_per_s; fp16/bf16 ← fp16/bf16_mma_flops (what mma.sync reaches; the
 cuBLAS figure is kept as `cublas_fp16_flops`); int8 ← int8_mma_ops; fp32 ← fp32_flops; fp8 ← fp8_mma_flops unless
 the mma is emulated (sm_90 has no e4m3 mma.sync), then the fp16 mma ceiling (a kernel converts e4m3 to fp16).
 """
@@ -25,7 +25,8 @@ from models.paths import data_dir
 DATA_DIR = data_dir()
 GPUS_TOML = DATA_DIR / "gpus.toml"
 
-# Equals workbench.schema.SCHEMA_VERSION (a test checks it); models must not import from workbench (a layer above).
+# Equals workbench.storage.schema.SCHEMA_VERSION (a test checks it); models must not import from workbench
+# (a layer above).
 CALIBRATION_SCHEMA_VERSION = 1
 
 PEAK_UNITS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4")

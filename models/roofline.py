@@ -30,7 +30,7 @@ from models.schemes import SCHEME_PARAMS, get_scheme, traffic
 REQUIRED = ("gpu", "scheme", "M", "N", "K")
 # The one map from a tier's name to its time column; every reader (compare, CLI, dashboard, hypotheses) uses it.
 # "kernel" is the kernel-aware tier (models.kernel_model): it needs a kernel, so predict() below does not fill it;
-# the analysis layer (workbench.kernel_tier) does.
+# the analysis layer (workbench.analysis.kernel_tier) does.
 TIERS: dict[str, str] = {"datasheet": "time_datasheet_s", "calibrated": "time_calibrated_s", "floor": "time_floor_s",
                          "kernel": "time_kernel_s"}
 TIME_COLUMNS = tuple(TIERS.values())[:3]  # the roofline tiers predict() fills
@@ -210,10 +210,3 @@ def crossover(pred: pd.DataFrame, baseline: str = "bf16", time_col: str = "time_
     out = all_groups.merge(first, on=groups, how="left")
     out["crossover_M"] = out["crossover_M"].astype("float64")
     return out
-
-
-def rollup(model: Any, gpu: Any, schemes: Any, batches: Any, **kwargs: Any) -> pd.DataFrame:
-    """Whole-model decode roll-up (ms per token, tokens/s per batch): see models.rollup.rollup."""
-    from models.rollup import rollup as _rollup  # models.rollup builds on predict above
-
-    return _rollup(model, gpu, schemes, batches, **kwargs)

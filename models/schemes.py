@@ -136,6 +136,9 @@ SCHEME_PARAMS: dict[str, dict[str, Any]] = {
     "nvfp4": {},
     "mxfp4": {},
 }
+# The group sizes G offered for group-wise weight scales (w4a16 along K, and the error explorer's "group"
+# granularity): the one definition, read by `workbench profile --group-size`, kernels.problems and kernels.quant.
+GROUP_SIZES: tuple[int, ...] = (32, 64, 128, 256)
 
 
 def _check_choice(kind: str, value: Any, valid: tuple[str, ...] | list[str]) -> str:

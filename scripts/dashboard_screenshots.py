@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.app_server import start_app  # noqa: E402
-from workbench.dashboard import ids  # noqa: E402
+from workbench.interfaces.dashboard import ids  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]

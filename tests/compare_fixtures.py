@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.schema import MEASUREMENT_COLUMNS, SCHEMA_VERSION
+from workbench.storage.schema import MEASUREMENT_COLUMNS, SCHEMA_VERSION
 
 GPU = "h200-sxm"
 CAL_CLOCK = 1.98e9

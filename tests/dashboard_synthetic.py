@@ -30,8 +30,8 @@ def synthetic_measurements(
     """One full sweep (kernels × shapes × batches × modes × GPUs), repeated as runs until n_rows (0 = one sweep)."""
     from models.hardware import load_gpus
     from models.roofline import predict
-    from workbench.schema import MEASUREMENT_COLUMNS, SCHEMA_VERSION
-    from workbench.store import validate_frame
+    from workbench.storage.schema import MEASUREMENT_COLUMNS, SCHEMA_VERSION
+    from workbench.storage.store import validate_frame
 
     rng = np.random.default_rng(seed)
     grid = pd.MultiIndex.from_product(
@@ -116,7 +116,7 @@ def synthetic_measurements(
 
 def write_dataset(data_dir: Path, frame: pd.DataFrame, name: str = "synthetic.parquet") -> Path:
     """A data dir (measurements/ + empty calibration/ and hypotheses/) holding `frame`, written by the store."""
-    from workbench.store import write_points
+    from workbench.storage.store import write_points
 
     for sub in ("measurements", "calibration", "hypotheses"):
         (data_dir / sub).mkdir(parents=True, exist_ok=True)

@@ -17,12 +17,12 @@ from typing import Any
 
 from kernels.registry import KernelSpec
 from tests.fakes_profiler import FAKE_SPEC, FakeNvmlDevice, FakeRunner, FakeTimer
-from workbench import store
-from workbench.environment import Environment
-from workbench.gpu_worker import Gpu, has_calibration, summary_of, with_host
-from workbench.nvml import NvmlSampler
-from workbench.profiler import Shape, plan, run_sweep
-from workbench.schema import SCHEMA_VERSION
+from workbench.measure.environment import Environment
+from workbench.measure.gpu_worker import Gpu, has_calibration, summary_of, with_host
+from workbench.measure.nvml import NvmlSampler
+from workbench.measure.profiler import Shape, plan, run_sweep
+from workbench.storage import store
+from workbench.storage.schema import SCHEMA_VERSION
 
 FAKE_SPEC_B = replace(FAKE_SPEC, name="fake_fp32_b")
 FAKE_W4 = replace(FAKE_SPEC, name="fake_w4", scheme="w4a16")  # a grouped scheme: rows record a group size

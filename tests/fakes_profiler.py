@@ -6,7 +6,7 @@ import numpy as np
 
 from kernels.registry import KernelSpec, Problem
 from models.errors import InputError
-from workbench.nvml import Sample
+from workbench.measure.nvml import Sample
 
 FAKE_SPEC = KernelSpec(name="fake_fp32", scheme="fp32", backend="nvrtc", role="reference", runner="tests:fake",
                        m_min=1, m_max=16)

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from tests.compare_fixtures import calibration, frame, point
-from workbench.cli import main
-from workbench.compare import ALL_COLUMNS, ROLLUP_COLUMNS
-from workbench.store import write_calibration, write_points
+from workbench.analysis.compare import ALL_COLUMNS, ROLLUP_COLUMNS
+from workbench.interfaces.cli import main
+from workbench.storage.store import write_calibration, write_points
 
 PASSING = (
     '[[hypothesis]]\nid = "ok"\nkind = "speedup"\na = "w4a16"\nb = "bf16"\nbatch = [1, 4]\nop = ">="\nvalue = 2.5\n'
@@ -133,7 +133,7 @@ def test_validate_html_and_report(data_dir, tmp_path):
 
 def test_shipped_chapter_hypotheses_validate_on_the_shipped_data():
     """The default files against the repo's data/: runs whatever is shipped; bad input would exit 2."""
-    from workbench.cli_compare import DATA_DIR, _verdicts
+    from workbench.interfaces.cli_compare import DATA_DIR, _verdicts
 
     failed = bool((_verdicts(DATA_DIR, None, "measured", None)[2]["verdict"] == "fail").any())
     assert main(["validate", "--source", "measured"]) == (1 if failed else 0)  # exactly: 1 iff a verdict fails
@@ -142,7 +142,7 @@ def test_shipped_chapter_hypotheses_validate_on_the_shipped_data():
 def test_validate_table_fits_100_columns_and_never_splits_an_id(capsys, monkeypatch):
     import re
 
-    from workbench.hypotheses import default_files, load_hypotheses
+    from workbench.analysis.hypotheses import default_files, load_hypotheses
 
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "100")
@@ -151,7 +151,7 @@ def test_validate_table_fits_100_columns_and_never_splits_an_id(capsys, monkeypa
     assert max(len(line) for line in out.splitlines()) <= 100
     rows = [line for line in out.splitlines() if line.startswith("│")]
     assert rows and all(line.rstrip().endswith("│") for line in rows)  # not cropped at the right edge
-    from workbench.cli_compare import DATA_DIR
+    from workbench.interfaces.cli_compare import DATA_DIR
 
     for h in load_hypotheses(default_files(DATA_DIR)):
         if len(h.id) <= 40:

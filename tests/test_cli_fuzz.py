@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 import app as app_module
 from tests.compare_fixtures import calibration, frame, point
-from workbench import cli_args
-from workbench.cli import click_command, main
-from workbench.store import write_calibration, write_points
+from workbench.interfaces import cli_args
+from workbench.interfaces.cli import click_command, main
+from workbench.storage.store import write_calibration, write_points
 
 ROOT = Path(__file__).resolve().parents[1]
 FUZZ_EXAMPLES = int(os.environ.get("WORKBENCH_FUZZ_EXAMPLES", "320"))  # more for a deeper hunt

@@ -14,12 +14,13 @@ import pytest
 
 from tests.compare_fixtures import frame, point
 from tests.fakes_profiler import FAKE_SPEC, FakeNvmlDevice, FakeRunner, FakeTimer
-from workbench import cli_profile, locks, store
-from workbench.cli import main
-from workbench.environment import Environment
-from workbench.nvml import NvmlSampler, Sample, other_pids, summarize
-from workbench.profiler import Shape, SweepResult, plan, run_sweep
-from workbench.timing import TimingConfig
+from workbench.interfaces import cli_profile
+from workbench.interfaces.cli import main
+from workbench.measure.environment import Environment
+from workbench.measure.nvml import NvmlSampler, Sample, other_pids, summarize
+from workbench.measure.profiler import Shape, SweepResult, plan, run_sweep
+from workbench.measure.timing import TimingConfig
+from workbench.storage import locks, store
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = Environment("Fake GPU", "", "GPU-fake-0001", "9.0", 4, 1 << 16, 1 << 30, "0.0", "13.0", "14.2", "", "abc")
@@ -36,7 +37,7 @@ def _holder(lock_path: Path, seconds: float) -> subprocess.Popen:
     """Another process that takes `lock_path` and holds it for `seconds` (prints 'held' once it has it)."""
     code = textwrap.dedent(f"""
         import sys, time
-        from workbench import locks
+        from workbench.storage import locks
         with locks.exclusive({str(lock_path)!r}, "thing"):
             print("held", flush=True)
             time.sleep({seconds})
@@ -86,7 +87,7 @@ def test_file_lock_names_do_not_collide_and_nothing_is_written_beside_the_data(t
 
 # ---------------------------------------------------------------------------------------------------- the CLI hook
 def _fake_gpu(monkeypatch, calls):
-    from workbench import environment, timing
+    from workbench.measure import environment, timing
 
     monkeypatch.setattr(timing, "CudaTimer", lambda use_graph=True: None)
     monkeypatch.setattr(cli_profile, "require_gpu", lambda: None)
@@ -182,7 +183,7 @@ def test_two_writers_on_one_file_lose_no_row(tmp_path):
 
 
 def test_calibrate_refused_while_a_sweep_holds_the_gpu(tmp_path, monkeypatch, capsys):
-    from workbench import calibrate
+    from workbench.measure import calibrate
 
     calls = []
     _fake_gpu(monkeypatch, [])

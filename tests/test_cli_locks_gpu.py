@@ -26,7 +26,7 @@ KERNELS = ("bf16_gemv", "fp16_gemv", "w8a16_gemv", "w4a16_gemv")
 SWEEP = [*(a for k in KERNELS for a in ("--kernel", k)), "--shape", "4096x4096", "--shape", "4096x11008",
          "--shape", "11008x4096", "--shape", "12288x4096", "--shape", "22016x4096", "--batch", "1,2,3,4,8,16",
          "--budget", "0.5", "--no-progress"]
-TARGET_SPREAD = 0.01  # workbench.timing.TimingConfig.target_spread, the limit the spread flag uses
+TARGET_SPREAD = 0.01  # workbench.measure.timing.TimingConfig.target_spread, the limit the spread flag uses
 BUSY = """
 import sys, time, cupy
 a = cupy.random.standard_normal((8192, 8192), dtype=cupy.float32)
@@ -57,7 +57,7 @@ def _planned(stdout: str) -> int:
 
 
 def _check_rows(out: Path, planned: int) -> None:
-    from workbench import store
+    from workbench.storage import store
 
     df = store.load_measurements(out)
     assert len(df) == planned, f"{planned} points planned, {len(df)} stored: points lost"
@@ -107,7 +107,7 @@ def test_points_measured_beside_another_gpu_process_are_flagged(cp, tmp_path):
                             stdout=subprocess.PIPE, text=True)
     try:
         assert busy.stdout.readline().strip() == "busy"
-        from workbench.environment import detect
+        from workbench.measure.environment import detect
 
         pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByUUID(detect().gpu_uuid)  # the GPU the sweep will use
@@ -123,7 +123,7 @@ def test_points_measured_beside_another_gpu_process_are_flagged(cp, tmp_path):
     finally:
         busy.kill()
         busy.wait(timeout=60)
-    from workbench import store
+    from workbench.storage import store
 
     df = store.load_measurements(out)
     assert (df["other_processes"].fillna("").astype(str).str.len() > 0).all(), df["other_processes"].tolist()

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from models.roofline import predict
-from workbench.cli import main
+from workbench.interfaces.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,7 +111,7 @@ def test_python_m_workbench_subprocess():
 
 
 def test_format_helpers():
-    from workbench.format import fmt_bandwidth, fmt_bytes, fmt_clock, fmt_flops_rate, fmt_ratio, fmt_time
+    from workbench.interfaces.format import fmt_bandwidth, fmt_bytes, fmt_clock, fmt_flops_rate, fmt_ratio, fmt_time
 
     assert fmt_time(4.63e-5) == "46.3 µs" and fmt_time(3.95e-3) == "3.95 ms" and fmt_time(9.996e-6) == "10.0 µs"
     assert fmt_time(float("nan")) == "—" and fmt_time(None) == "—"
@@ -121,7 +121,7 @@ def test_format_helpers():
 
 
 def test_model_and_predict_cli_import_no_gpu_or_ui_libraries():
-    code = ("import sys, models.roofline, models.rollup, workbench.cli_predict; "
+    code = ("import sys, models.roofline, models.rollup, workbench.interfaces.cli_predict; "
             "bad = [m for m in ('cupy', 'pynvml', 'dash', 'plotly', 'torch') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=120).returncode == 0

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.cli import main
+from workbench.interfaces.cli import main
 
 
 def _run(capsys, *argv):

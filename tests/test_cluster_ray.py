@@ -9,10 +9,10 @@ import pytest
 
 from models.errors import InputError
 from tests.fakes_multigpu import FakeBackend, fake_points, fake_uuid
-from workbench import store
-from workbench.cluster import gpu_kinds, kind_matches, profile_ray, require_ray
-from workbench.multigpu import sibling_outs
-from workbench.timing import TimingConfig
+from workbench.measure.cluster import gpu_kinds, kind_matches, profile_ray, require_ray
+from workbench.measure.multigpu import sibling_outs
+from workbench.measure.timing import TimingConfig
+from workbench.storage import store
 
 CFG = TimingConfig(budget_s=0.005, sample_s=1e-4)
 
@@ -95,7 +95,7 @@ def test_whole_plan_per_gpu_then_resume_measures_nothing_again(ray_local, tmp_pa
 
 def test_cli_branch_for_ray_prints_the_tasks_and_the_files(ray_local, tmp_path, capsys):
     from tests.fakes_multigpu import BATCHES, PLAN_SPECS, SHAPES
-    from workbench.cli_scale import profile_many
+    from workbench.interfaces.cli_scale import profile_many
 
     out = tmp_path / "r" / "sweep.parquet"
     profile_many(list(PLAN_SPECS), SHAPES, BATCHES, CFG, gpus=None, split=True, ray="local", out=out,

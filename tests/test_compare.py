@@ -1,5 +1,5 @@
-"""workbench.compare and workbench.speedup against hand-computed numbers (H200 datasheet 4.8 TB/s; the fixture
-calibration reads 4.4 TB/s, bf16/fp16 mma 640 TFLOP/s at 1.98 GHz, graph launch floor 2 µs)."""
+"""workbench.analysis.compare and workbench.analysis.speedup against hand-computed numbers (H200 datasheet 4.8 TB/s;
+the fixture calibration reads 4.4 TB/s, bf16/fp16 mma 640 TFLOP/s at 1.98 GHz, graph launch floor 2 µs)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from tests.compare_fixtures import CAL_CLOCK, GPU, calibration, frame, point
-from workbench.compare import (
+from workbench.analysis.compare import (
     ALL_COLUMNS,
     best_per_scheme,
     compare_points,
@@ -18,8 +18,8 @@ from workbench.compare import (
     latest_points,
     rollup_measured,
 )
-from workbench.schema import COMPARISON_COLUMNS
-from workbench.speedup import crossovers, first_at_or_below_one, pair_speedups, speedups
+from workbench.analysis.speedup import crossovers, first_at_or_below_one, pair_speedups, speedups
+from workbench.storage.schema import COMPARISON_COLUMNS
 
 BF16_BYTES_M1 = 4096 * 4096 * 2 + 4096 * 2 + 4096 * 2  # weights + activations + outputs = 33_570_816
 W4_BYTES_M1 = 4096 * 4096 // 2 + 4096 * 32 * (2 + 0.5) + 4096 * 2 + 4096 * 2  # + fp16 scale, 4-bit zero per group

@@ -1,4 +1,4 @@
-"""workbench.compare branches the main tests leave open (issue 21), with hand-worked expectations: group sizes,
+"""workbench.analysis.compare branches the main tests leave open (issue 21), with hand-worked expectations: group sizes,
 bandwidth-ceiling fallbacks, selection ties, error summaries over several keys, roll-up filters and MoE layers.
 
 Bytes at N = K = 4096, M = 1: bf16 33_570_816; w4a16 G=128 8_732_672 (G=64: + 327_680 more metadata).
@@ -15,7 +15,7 @@ import pytest
 from models.errors import InputError
 from models.hardware import parse_calibration
 from tests.compare_fixtures import GPU, calibration, frame, point
-from workbench.compare import (
+from workbench.analysis.compare import (
     ALL_COLUMNS,
     best_per_scheme,
     compare_points,

@@ -18,8 +18,8 @@ import pytest
 
 from tests.app_server import start_app
 from tests.dashboard_synthetic import synthetic_measurements, write_dataset
-from workbench.dashboard import ids
-from workbench.dashboard.layout import TAB_LABELS
+from workbench.interfaces.dashboard import ids
+from workbench.interfaces.dashboard.layout import TAB_LABELS
 
 pytestmark = pytest.mark.browser
 

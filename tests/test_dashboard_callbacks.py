@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("dash")
 
 from tests.dashboard_synthetic import synthetic_measurements, write_dataset  # noqa: E402
-from workbench.dashboard import callbacks, table  # noqa: E402
-from workbench.dashboard.callbacks import AppState  # noqa: E402
-from workbench.dashboard.data import build_data  # noqa: E402
-from workbench.dashboard.queries import default_selection  # noqa: E402
+from workbench.interfaces.dashboard import callbacks, table  # noqa: E402
+from workbench.interfaces.dashboard.callbacks import AppState  # noqa: E402
+from workbench.interfaces.dashboard.data import build_data  # noqa: E402
+from workbench.interfaces.dashboard.queries import default_selection  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +184,7 @@ def test_app_py_flags_and_environment(monkeypatch):
 
 
 def test_serve_command_is_registered_and_rejects_bad_ports(monkeypatch, capsys):
-    from workbench.cli import build_app, main
+    from workbench.interfaces.cli import build_app, main
 
     assert any(c.name == "serve" for c in build_app().registered_commands)
     monkeypatch.setenv("WORKBENCH_PORT", "eighty")

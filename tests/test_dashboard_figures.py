@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("plotly")
 
-from workbench.dashboard import fig_batch, fig_breakdown, fig_diagnostics, fig_roofline, style  # noqa: E402
+from workbench.interfaces.dashboard import fig_batch, fig_breakdown, fig_diagnostics, fig_roofline, style  # noqa: E402
 
 
 def _ceilings() -> pd.DataFrame:

@@ -10,8 +10,8 @@ pytest.importorskip("dash")
 
 from tests.dash_requests import call, initial_callbacks, layout_values  # noqa: E402
 from tests.dashboard_synthetic import synthetic_measurements, write_dataset  # noqa: E402
-from workbench.dashboard import ids  # noqa: E402
-from workbench.dashboard.factory import create_app  # noqa: E402
+from workbench.interfaces.dashboard import ids  # noqa: E402
+from workbench.interfaces.dashboard.factory import create_app  # noqa: E402
 
 
 @pytest.fixture(scope="module")

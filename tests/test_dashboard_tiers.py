@@ -13,10 +13,10 @@ pytest.importorskip("dash")
 
 from models import roofline  # noqa: E402
 from tests.dashboard_synthetic import synthetic_measurements, write_dataset  # noqa: E402
-from workbench.dashboard import callbacks  # noqa: E402
-from workbench.dashboard.callbacks import AppState  # noqa: E402
-from workbench.dashboard.data import build_data  # noqa: E402
-from workbench.dashboard.queries import default_selection, make_selection, tier_options  # noqa: E402
+from workbench.interfaces.dashboard import callbacks  # noqa: E402
+from workbench.interfaces.dashboard.callbacks import AppState  # noqa: E402
+from workbench.interfaces.dashboard.data import build_data  # noqa: E402
+from workbench.interfaces.dashboard.queries import default_selection, make_selection, tier_options  # noqa: E402
 
 ATTR = ("attr_fixed_s", "attr_memory_s", "attr_alu_s", "attr_tensor_s", "attr_fixup_s", "attr_remainder_s")
 
@@ -34,7 +34,7 @@ def kernel_tier(monkeypatch):
 
 
 def _with_kernel_columns(data):
-    from workbench.compare import latest_points
+    from workbench.analysis.compare import latest_points
 
     cmp = data.comparison.copy()
     t = cmp["time_measured_s"].to_numpy(dtype=float)
@@ -104,7 +104,7 @@ def test_attribution_view_stacks_the_terms(plain, kernel_tier):
 
 def _without_kernel_columns(data):
     """The data as a comparison written before the kernel tier existed (and a prediction grid without it)."""
-    from workbench.compare import latest_points
+    from workbench.analysis.compare import latest_points
 
     cols = [c for c in data.comparison.columns if c.startswith(("attr_", "kernel_")) or c.endswith("_kernel")
             or c == "time_kernel_s"]
@@ -133,7 +133,7 @@ def test_selection_drops_values_of_the_wrong_type(plain, junk):
 
 
 def test_error_view_of_a_tier_without_its_ratio_column(plain, kernel_tier):
-    from workbench.compare import latest_points
+    from workbench.analysis.compare import latest_points
 
     data = _with_kernel_columns(plain)
     cmp = data.comparison.drop(columns=["ratio_kernel"])

@@ -13,10 +13,10 @@ import pytest
 pytest.importorskip("dash")
 
 from tests.dashboard_synthetic import synthetic_measurements, write_dataset  # noqa: E402
-from workbench.dashboard import callbacks, layout, table, uploads  # noqa: E402
-from workbench.dashboard.callbacks import AppState  # noqa: E402
-from workbench.dashboard.data import build_data  # noqa: E402
-from workbench.dashboard.queries import default_selection  # noqa: E402
+from workbench.interfaces.dashboard import callbacks, layout, table, uploads  # noqa: E402
+from workbench.interfaces.dashboard.callbacks import AppState  # noqa: E402
+from workbench.interfaces.dashboard.data import build_data  # noqa: E402
+from workbench.interfaces.dashboard.queries import default_selection  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from tests.fakes_profiler import FAKE_SPEC, FakeNvmlDevice, FakeRunner, FakeTimer
-from workbench import calibrate as cal
-from workbench import store
-from workbench.environment import Environment
-from workbench.nvml import NvmlSampler
-from workbench.profiler import MAX_CONSECUTIVE_FAILURES, Shape, SweepAborted, plan, run_sweep
-from workbench.timing import TimingConfig, measure, should_stop
+from workbench.measure import calibrate as cal
+from workbench.measure.environment import Environment
+from workbench.measure.nvml import NvmlSampler
+from workbench.measure.profiler import MAX_CONSECUTIVE_FAILURES, Shape, SweepAborted, plan, run_sweep
+from workbench.measure.timing import TimingConfig, measure, should_stop
+from workbench.storage import store
 
 ENV = Environment("Fake GPU", "", "GPU-fake-0001", "9.0", 4, 1 << 16, 1 << 30, "0.0", "13.0", "14.2", "", "abc")
 CFG = TimingConfig(budget_s=0.01, sample_s=1e-4)

@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("plotly")
 
-from kernels.ladder import RUNGS  # noqa: E402
-from workbench.dashboard import fig_lessons  # noqa: E402
+from models.ladder import RUNGS  # noqa: E402
+from workbench.interfaces.dashboard import fig_lessons  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TIMES_US = {  # synthetic, not measured: kernel -> {M: µs}
@@ -67,10 +67,10 @@ def test_ladder_figure_without_ladder_rows_says_why():
 
 def test_ladder_view_on_the_shipped_data():
     pytest.importorskip("dash")
-    from workbench.dashboard import callbacks
-    from workbench.dashboard.callbacks import AppState
-    from workbench.dashboard.data import build_data
-    from workbench.dashboard.queries import default_selection
+    from workbench.interfaces.dashboard import callbacks
+    from workbench.interfaces.dashboard.callbacks import AppState
+    from workbench.interfaces.dashboard.data import build_data
+    from workbench.interfaces.dashboard.queries import default_selection
 
     state = AppState(build_data(DATA))
     d = default_selection(state.data)

@@ -1,4 +1,5 @@
-"""The lessons figures (workbench.dashboard.fig_lessons) as pure functions of the explorer's and recommend's frames."""
+"""The lessons figures (workbench.interfaces.dashboard.fig_lessons) as pure functions of the explorer's and
+recommend's frames."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.dashboard import fig_lessons, style
+from workbench.interfaces.dashboard import fig_lessons, style
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_error_vs_bytes_one_trace_per_format_granularity_and_zero():
-    from workbench import quant_error as qe
+    from workbench.analysis import quant_error as qe
 
     table = qe.explore(qe.make_weights("outliers", 64, 512, seed=0), qe.default_choices(("int4", "fp8"), (64, 128)))
     fig = fig_lessons.error_vs_bytes(table)
@@ -35,8 +36,8 @@ def test_error_vs_bytes_one_trace_per_format_granularity_and_zero():
 
 
 def test_scheme_per_batch_on_the_shipped_data():
-    from workbench import recommend as rec
-    from workbench.cli_compare import load_comparison
+    from workbench.analysis import recommend as rec
+    from workbench.interfaces.cli_compare import load_comparison
 
     comparison, _ = load_comparison(DATA)
     if comparison.empty:

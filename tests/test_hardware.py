@@ -119,7 +119,7 @@ def _calibration(**over):
 
 
 def test_calibration_schema_version_matches_the_workbench_schema():
-    from workbench.schema import SCHEMA_VERSION
+    from workbench.storage.schema import SCHEMA_VERSION
 
     assert CALIBRATION_SCHEMA_VERSION == SCHEMA_VERSION
 

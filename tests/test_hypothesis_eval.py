@@ -1,4 +1,4 @@
-"""workbench.hypothesis_eval rule by rule, with hand-worked intervals, margins and evidence text (issue 21).
+"""workbench.analysis.hypothesis_eval rule by rule, with hand-worked intervals, margins and evidence text (issue 21).
 
 Data: the H200 fixture, calibrated (read 4.4e12 B/s, floor 2e-6 s); cuBLAS bf16 and w4a16_gemv at N = K = 4096 with
 p10/p90 = t·(1 ∓ spread). Bytes at M = 1: bf16 33_570_816, w4a16 8_732_672.
@@ -12,9 +12,16 @@ import numpy as np
 import pytest
 
 from tests.compare_fixtures import GPU, calibration, frame, point
-from workbench.compare import compare_points
-from workbench.hypotheses import Hypothesis
-from workbench.hypothesis_eval import RESULT_COLUMNS, Instance, combine, decide, evaluate_hypotheses, format_number
+from workbench.analysis.compare import compare_points
+from workbench.analysis.hypotheses import Hypothesis
+from workbench.analysis.hypothesis_eval import (
+    RESULT_COLUMNS,
+    Instance,
+    combine,
+    decide,
+    evaluate_hypotheses,
+    format_number,
+)
 
 CAL = {GPU: calibration()}
 BF16_M1, W4_M1 = 33_570_816, 8_732_672

@@ -7,7 +7,7 @@ remainder K-tile) and the LLM layers. Tolerances: fp32 kernels 1e-5; the half2 r
 chunk and round the output to fp16, as w4a16_gemv: 2e-3.
 Chapter port: the chapter's gemv_w4 at batch 1 as a plain cupy.RawKernel (x staged whole in shared memory, GROUP a
 constant, launched directly), on the same inputs as the registered gemv_w4_ref: outputs equal to fp32 round-off, and
-both timed L2-cold by the profiler's loop (workbench.timing.measure) within +-15 % of each other.
+both timed L2-cold by the profiler's loop (workbench.measure.timing.measure) within +-15 % of each other.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def _l2_bytes(cp) -> int:
 
 @pytest.mark.parametrize("N,K", [(22016, 4096), (4096, 11008)])
 def test_registered_chapter_kernel_matches_the_port(cp, N, K):
-    from workbench.timing import CudaTimer, TimingConfig, measure
+    from workbench.measure.timing import CudaTimer, TimingConfig, measure
 
     port = ChapterPortRunner(cp)
     prob = port.make(1, N, K, seed=5, reference=True)

@@ -10,9 +10,9 @@ import pytest
 
 from models.errors import InputError
 from tests.compare_fixtures import calibration, frame, point
-from workbench import store
-from workbench.cli import main
-from workbench.merge import merge, merge_frames
+from workbench.interfaces.cli import main
+from workbench.storage import store
+from workbench.storage.merge import merge, merge_frames
 
 MACHINES = {  # host: (gpu_key, gpu_name, uuid, W4A16 speedup over BF16 at batch 1 and 4)
     "node-a": ("h200-sxm", "NVIDIA H200", "GPU-aaaa0000-0000", 3.5),
@@ -128,7 +128,7 @@ def test_cli_merge_to_a_data_dir_then_validate_gives_a_verdict_per_gpu(three, tm
     assert verdicts == {"a100-sxm-80gb": "fail", "h100-sxm": "pass", "h200-sxm": "pass"}
     assert main(["merge", str(tmp_path / "nothing"), "--out", str(dest)]) == 2
     assert "no such file or folder" in capsys.readouterr().err
-    from workbench.dashboard.data import build_data
+    from workbench.interfaces.dashboard.data import build_data
 
     data = build_data(dest)  # the dashboard's GPU comparison reads the merged data dir
     assert data.measured_gpus == ["a100-sxm-80gb", "h100-sxm", "h200-sxm"]

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from models.kernel_model import load_params
-from workbench.cli import main
-from workbench.kernel_tier import params_path
+from workbench.analysis.kernel_tier import params_path
+from workbench.interfaces.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 COLD = ROOT / "data" / "measurements" / "h200-sxm" / "sweep-cold.parquet"

@@ -15,9 +15,8 @@ import pytest
 
 from models.errors import InputError
 from tests.fakes_multigpu import FAKE_W4, PLAN_SPECS, SHAPES, FakeBackend, fake_gpus, fake_points
-from workbench import store
-from workbench.cli import main
-from workbench.multigpu import (
+from workbench.interfaces.cli import main
+from workbench.measure.multigpu import (
     Gpu,
     key_of,
     profile_gpus,
@@ -26,8 +25,9 @@ from workbench.multigpu import (
     split_points,
     worker_out,
 )
-from workbench.profiler import Shape, plan
-from workbench.timing import TimingConfig
+from workbench.measure.profiler import Shape, plan
+from workbench.measure.timing import TimingConfig
+from workbench.storage import store
 
 CFG = TimingConfig(budget_s=0.005, sample_s=1e-4)
 
@@ -158,7 +158,7 @@ def test_split_refuses_gpus_of_different_kinds(tmp_path):
 
 
 def test_cli_branch_prints_a_table_and_bad_options_exit_2(tmp_path, capsys):
-    from workbench.cli_scale import profile_many
+    from workbench.interfaces.cli_scale import profile_many
 
     out = tmp_path / "cli" / "sweep.parquet"
     profile_many(list(PLAN_SPECS), SHAPES, [1, 2], CFG, gpus="0,1", split=True, ray=None, out=out, fresh=False,
@@ -184,3 +184,30 @@ def test_split_resume_knows_the_group_size_a_sweep_records(tmp_path):
     assert sum(r.measured for r in first.reports) == 4 and set(rows(out)["group_size"]) == {64}
     again = go()
     assert again.already_done == 4 and sum(r.planned for r in again.reports) == 0
+
+
+def test_worker_calibrates_in_a_child_process_and_reports_its_failure(tmp_path, monkeypatch):
+    """calibrate_apart runs `workbench calibrate --out DIR` in a child (in-process calibration slowed the points
+    measured next on the H200), forwards its output, and turns a failed child into one line naming its last words."""
+    import subprocess
+
+    from workbench.measure import gpu_worker
+
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append((cmd, kw))
+        rc = 0 if len(calls) == 1 else 3
+        return subprocess.CompletedProcess(cmd, rc, stdout="read curve\nwrote cal.json\n",
+                                           stderr="" if rc == 0 else "Traceback\nInputError: no GPU\n")
+
+    monkeypatch.setattr(gpu_worker.subprocess, "run", fake_run)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    logged: list[str] = []
+    gpu_worker.calibrate_apart(tmp_path / "cal", logged.append)
+    cmd, kw = calls[0]
+    assert cmd[1:] == ["-m", "workbench", "calibrate", "--out", str(tmp_path / "cal")]
+    assert kw["env"]["CUDA_VISIBLE_DEVICES"] == "2"  # the child sees the worker's GPU only
+    assert logged == ["read curve", "wrote cal.json"]
+    with pytest.raises(RuntimeError, match=r"exit 3\): InputError: no GPU$"):
+        gpu_worker.calibrate_apart(tmp_path / "cal", logged.append)

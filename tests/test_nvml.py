@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from tests.fakes_profiler import FakeNvmlDevice
-from workbench.nvml import NvmlSampler, Sample, cuda_uuid_to_nvml, reason_names, summarize
+from workbench.measure.nvml import NvmlSampler, Sample, cuda_uuid_to_nvml, reason_names, summarize
 
 
 def s(sm_mhz, reasons=0, temp=50.0):

@@ -66,8 +66,8 @@ def test_sweep_records_the_group_size_and_the_kernels_bytes(tmp_path):
     from kernels.registry import KernelSpec
     from tests.fakes_profiler import FakeNvmlDevice, FakeRunner, FakeTimer
     from tests.test_profiler_cpu import CFG, ENV
-    from workbench.nvml import NvmlSampler
-    from workbench.profiler import Shape, plan, run_sweep
+    from workbench.measure.nvml import NvmlSampler
+    from workbench.measure.profiler import Shape, plan, run_sweep
 
     spec = KernelSpec(name="fake_w4", scheme="w4a16", backend="nvrtc", role="optimized", runner="tests:fake")
     runner = FakeRunner(spec)

@@ -8,6 +8,7 @@ import pytest
 
 from kernels import problems, quant, registry
 from kernels import reference as ref
+from models.schemes import GROUP_SIZES
 
 pytestmark = pytest.mark.gpu
 
@@ -33,7 +34,7 @@ def _awkward(cp, rows, K, seed):
     return cp.asarray(host), host
 
 
-@pytest.mark.parametrize("G", problems.GROUP_SIZES)
+@pytest.mark.parametrize("G", GROUP_SIZES)
 def test_w4_matches_host_quantizer(cp, G):
     w, host = _awkward(cp, 96, 1024, 1)
     dev, ref_q = problems.quantize_w4(w, G), quant.quantize_w4(host, G)

@@ -4,11 +4,10 @@ import pytest
 
 from models.errors import InputError
 from tests.fakes_profiler import FAKE_SPEC, FakeNvmlDevice, FakeRunner, FakeTimer
-from workbench import store
-from workbench.cli import main
-from workbench.environment import Environment
-from workbench.nvml import NvmlSampler
-from workbench.profiler import (
+from workbench.interfaces.cli import main
+from workbench.measure.environment import Environment
+from workbench.measure.nvml import NvmlSampler
+from workbench.measure.profiler import (
     Point,
     Shape,
     SweepAborted,
@@ -18,7 +17,8 @@ from workbench.profiler import (
     run_sweep,
     select_kernels,
 )
-from workbench.timing import TimingConfig
+from workbench.measure.timing import TimingConfig
+from workbench.storage import store
 
 ENV = Environment("Fake GPU", "", "GPU-fake-0001", "9.0", 4, 1 << 16, 1 << 30, "0.0", "13.0", "14.2", "", "abc")
 CFG = TimingConfig(budget_s=0.01, sample_s=1e-4)
@@ -214,7 +214,7 @@ def test_lost_cuda_context_aborts_keeping_points(tmp_path):
 
 
 def test_git_commit_prefers_the_named_commit(monkeypatch, tmp_path):
-    from workbench.environment import git_commit
+    from workbench.measure.environment import git_commit
 
     monkeypatch.setenv("WORKBENCH_GIT_COMMIT", "abc123")
     assert git_commit() == "abc123"  # a device copy's .git can lag its files: the named commit wins

@@ -88,8 +88,8 @@ class GemvRunner:
 
 
 def test_measure_raw_kernel_in_graph_cold_and_hot(cp):
-    from workbench.environment import detect
-    from workbench.timing import CudaTimer, TimingConfig, measure
+    from workbench.measure.environment import detect
+    from workbench.measure.timing import CudaTimer, TimingConfig, measure
 
     env = detect()
     timer = CudaTimer()
@@ -102,8 +102,8 @@ def test_measure_raw_kernel_in_graph_cold_and_hot(cp):
 
 
 def test_measure_cublas_peer(cp):
-    from workbench.environment import detect
-    from workbench.timing import CudaTimer, TimingConfig, measure
+    from workbench.measure.environment import detect
+    from workbench.measure.timing import CudaTimer, TimingConfig, measure
 
     env = detect()
     timer = CudaTimer()
@@ -119,8 +119,8 @@ def test_measure_cublas_peer(cp):
 
 
 def test_nvml_reads_clocks(cp):
-    from workbench.environment import detect
-    from workbench.nvml import NvmlSampler
+    from workbench.measure.environment import detect
+    from workbench.measure.nvml import NvmlSampler
 
     env = detect()
     sampler = NvmlSampler(uuid=env.gpu_uuid)
@@ -134,9 +134,9 @@ def test_nvml_reads_clocks(cp):
 
 
 def test_calibration_kernels_compile_and_run(cp):
-    from workbench.calibrate import _launch_ceilings, _module
-    from workbench.environment import detect
-    from workbench.timing import CudaTimer
+    from workbench.measure.calibrate import _launch_ceilings, _module
+    from workbench.measure.environment import detect
+    from workbench.measure.timing import CudaTimer
 
     env = detect()
     mod, has_fp8 = _module(env.cc, print)
@@ -148,11 +148,11 @@ def test_calibration_kernels_compile_and_run(cp):
 
 
 def test_tiny_sweep_end_to_end(cp, tmp_path):
-    from workbench import store
-    from workbench.environment import detect
-    from workbench.nvml import NvmlSampler
-    from workbench.profiler import Shape, plan, run_sweep
-    from workbench.timing import CudaTimer, TimingConfig
+    from workbench.measure.environment import detect
+    from workbench.measure.nvml import NvmlSampler
+    from workbench.measure.profiler import Shape, plan, run_sweep
+    from workbench.measure.timing import CudaTimer, TimingConfig
+    from workbench.storage import store
 
     env = detect()
     points = plan([MATMUL_SPEC], [Shape("", 1024, 2048)], [1, 16], env.cc)

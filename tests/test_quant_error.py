@@ -1,5 +1,5 @@
-"""The quantization error explorer (workbench.quant_error, kernels.quant.fake_quantize) reproduces the chapter's
-claims on synthetic weights, uses the canonical quantizers' arithmetic, and loads real matrices."""
+"""The quantization error explorer (workbench.analysis.quant_error, kernels.quant.fake_quantize) reproduces the
+chapter's claims on synthetic weights, uses the canonical quantizers' arithmetic, and loads real matrices."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 
 from kernels import quant
 from models.errors import InputError
-from workbench import quant_error as qe
+from models.schemes import GROUP_SIZES
+from workbench.analysis import quant_error as qe
 
 C = quant.Choice
 
@@ -37,7 +38,7 @@ def test_groups_isolate_outlier_columns():
     dirty = qe.make_weights("outliers", 512, 2048, seed=1, outliers="columns", rate=0.005, magnitude=30.0)
     ch, g = C("int4", "channel"), C("int4", "group", 128)
     assert _err(dirty, ch) / _err(dirty, g) > 1.25 * _err(clean, ch) / _err(clean, g)  # 1.75 against 1.28
-    gs = [_err(dirty, C("int4", "group", G)) for G in quant.GROUP_SIZES]  # smaller groups, smaller error
+    gs = [_err(dirty, C("int4", "group", G)) for G in GROUP_SIZES]  # smaller groups, smaller error
     assert gs == sorted(gs)
 
 

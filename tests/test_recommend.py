@@ -1,4 +1,4 @@
-"""`workbench recommend` logic (workbench.recommend) on the shipped H200 data and on synthetic comparisons."""
+"""`workbench recommend` logic (workbench.analysis.recommend) on the shipped H200 data and on synthetic comparisons."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import pandas as pd
 import pytest
 
 from models.errors import InputError
-from workbench import recommend as rec
-from workbench.speedup import crossovers, pair_speedups
+from workbench.analysis import recommend as rec
+from workbench.analysis.speedup import crossovers, pair_speedups
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 @pytest.fixture(scope="module")
 def shipped():
-    from workbench.cli_compare import load_comparison
+    from workbench.interfaces.cli_compare import load_comparison
 
     comparison, cals = load_comparison(DATA)
     h200 = comparison[(comparison["gpu_key"] == "h200-sxm") & (comparison["mode"] == "cold")]
@@ -102,7 +102,7 @@ def test_one_winner_and_bad_input():
 
 
 def test_accuracy_constraint_excludes_w4a16_on_outlier_weights():
-    from workbench.quant_error import make_weights
+    from workbench.analysis.quant_error import make_weights
 
     w = make_weights("outliers", 256, 1024, seed=0, rate=0.01, magnitude=20.0)
     errors = rec.scheme_errors(w, ["bf16", "w4a16", "w8a16", "fp8", "fp32"])

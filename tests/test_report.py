@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.compare_fixtures import GPU, calibration, frame, point
-from workbench.compare import compare_points
-from workbench.hypotheses import evaluate_all, parse_text
+from workbench.analysis.compare import compare_points
+from workbench.analysis.hypotheses import evaluate_all, parse_text
 
 pytest.importorskip("plotly")
 
@@ -41,7 +41,7 @@ def _inputs():
 
 
 def test_report_is_self_contained_with_one_plotly_bundle(tmp_path):
-    from workbench.report import render_report, speedup_pairs, write_report
+    from workbench.analysis.report import render_report, speedup_pairs, write_report
 
     results, cmp, hyps = _inputs()
     page = render_report(results, cmp, hyps, [tmp_path / "h.toml"])
@@ -57,7 +57,7 @@ def test_report_is_self_contained_with_one_plotly_bundle(tmp_path):
 
 
 def test_report_without_data_still_renders():
-    from workbench.report import render_report
+    from workbench.analysis.report import render_report
 
     results, cmp, hyps = _inputs()
     empty = cmp.iloc[0:0]
@@ -66,7 +66,7 @@ def test_report_without_data_still_renders():
 
 
 def test_speedup_figure_traces():
-    from workbench.report import speedup_figure
+    from workbench.analysis.report import speedup_figure
 
     _, cmp, _ = _inputs()
     fig = speedup_figure(cmp, "w4a16", "bf16", GPU)

@@ -8,7 +8,8 @@ import pytest
 
 from models.errors import InputError
 from models.hardware import get_gpu, parse_calibration
-from models.roofline import crossover, predict, rollup, speedup
+from models.rollup import rollup
+from models.roofline import crossover, predict, speedup
 from models.schemes import SCHEME_NAMES, traffic
 
 BATCHES = [1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 4096, 8192]

@@ -1,4 +1,4 @@
-"""workbench.speedup branch by branch, with hand-worked ratios (issue 21): throttle propagation, the datasheet
+"""workbench.analysis.speedup branch by branch, with hand-worked ratios (issue 21): throttle propagation, the datasheet
 fallback of the predicted speedup, the `kernels=` filter, noise bounds without p10/p90, mode/shape joins, crossovers.
 
 Byte counts at N = K = 4096, M = 1 (models.schemes accounting): bf16 33_570_816 B; w4a16 G=128 8_732_672 B.
@@ -14,8 +14,8 @@ import pytest
 
 from models.errors import InputError
 from tests.compare_fixtures import GPU, calibration, frame, point
-from workbench.compare import compare_points
-from workbench.speedup import crossovers, pair_speedups, resolve_side, speedups
+from workbench.analysis.compare import compare_points
+from workbench.analysis.speedup import crossovers, pair_speedups, resolve_side, speedups
 
 CAL = {GPU: calibration()}  # read 4.4e12 B/s, graph floor 2e-6 s
 BF16_M1, W4_M1 = 33_570_816, 8_732_672

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from models.errors import InputError
-from workbench import store
-from workbench.schema import MEASUREMENT_COLUMNS, SCHEMA_VERSION
+from workbench.storage import store
+from workbench.storage.schema import MEASUREMENT_COLUMNS, SCHEMA_VERSION
 
 
 def row(**over):

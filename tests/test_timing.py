@@ -5,7 +5,7 @@ import pytest
 
 from models.errors import InputError
 from tests.fakes_profiler import FakeRunner, FakeTimer
-from workbench.timing import (
+from workbench.measure.timing import (
     TimingConfig,
     launches_per_sample,
     measure,

@@ -1,0 +1,127 @@
+"""The kernel-aware tier on the analysis side: kernel facts from the kernel catalogue (data/model/kernel-facts.json,
+published from the registry by `workbench kernel-facts`: nothing here imports `kernels`), GPU figures from the
+calibrations, fitted parameters from data/model/kernel-params.json, joined to measured rows or to bare
+(scheme, M, N, K) points.
+
+- `kernel_tier(points, calibrations)`: rows naming a kernel get time_kernel_s and its attribution. L2-hot rows are
+  left NaN (the tier models L2-cold reads) and say so.
+- `best_kernel_tier(points, calibrations)`: rows naming only a scheme get the fastest prediction among the registered
+  kernels of that scheme that run at that M on that GPU (`kernel_predicted` names it): how `workbench predict`
+  speaks for kernels and GPUs never measured.
+- `predict_tiers(points, calibrations)`: every tier for bare points: the roofline tiers (models.roofline.predict) and
+  the kernel tier of the fastest registered kernel per scheme (what `workbench predict` and the dashboard draw).
+- `fit_rows(measured)`: the rows parameters are estimated from (L2-cold, unthrottled, finite, checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from models import kernel_catalogue as catalogue
+from models.hardware import Calibration, get_gpu
+from models.kernel_fit import OUTPUT_COLUMNS, predict_kernels
+from models.kernel_model import ParamTable, load_params
+from models.kernel_terms import GpuTerms, KernelFacts, gpu_terms
+from models.paths import data_dir
+
+PARAMS_FILE = Path("model") / "kernel-params.json"  # under the data directory
+
+
+def params_path(root: str | Path | None = None) -> Path:
+    return (Path(root) if root is not None else data_dir()) / PARAMS_FILE
+
+
+def kernel_facts() -> dict[str, KernelFacts]:
+    """Kernel name -> its KernelFacts, for every registered kernel that declares them (from the kernel catalogue)."""
+    return {name: e.facts for name, e in catalogue.shipped().items() if e.facts is not None}
+
+
+def _kernel_limits() -> dict[str, tuple[str, int, int, int, int | None]]:
+    return {e.name: (e.scheme, e.m_min, e.m_max, e.min_cc, e.max_cc) for e in catalogue.shipped().values() if e.facts}
+
+
+def gpu_lookup(calibrations: Mapping[str, Calibration] | None) -> Any:
+    cache: dict[str, GpuTerms] = {}
+
+    def get(key: str) -> GpuTerms:
+        if key not in cache:
+            cache[key] = gpu_terms(key, (calibrations or {}).get(key))
+        return cache[key]
+
+    return get
+
+
+def kernel_tier(points: pd.DataFrame, calibrations: Mapping[str, Calibration] | None = None,
+                table: ParamTable | None = None) -> pd.DataFrame:
+    """The kernel tier's columns (OUTPUT_COLUMNS) for rows with gpu, kernel, M, N, K, bytes (and optional mode)."""
+    table = table if table is not None else load_params(params_path())
+    got = predict_kernels(points, kernel_facts(), gpu_lookup(calibrations), table)
+    if "mode" in points:
+        hot = points["mode"].astype(str).to_numpy() == "hot"
+        for c in OUTPUT_COLUMNS[:-2]:
+            got.loc[hot, c] = np.nan
+        got.loc[hot, "kernel_params_source"] = "L2-hot: not modelled (the tier reads L2-cold)"
+    return got
+
+
+def best_kernel_tier(points: pd.DataFrame, calibrations: Mapping[str, Calibration] | None = None,
+                     table: ParamTable | None = None, bytes_col: str = "bytes") -> pd.DataFrame:
+    """`points` (gpu, scheme, M, N, K, bytes) with time_kernel_s, its attribution and kernel_predicted: the fastest
+    registered kernel of the row's scheme that supports M on the row's GPU."""
+    table = table if table is not None else load_params(params_path())
+    limits = _kernel_limits()
+    out = points.copy()
+    best = pd.DataFrame(index=out.index, columns=list(OUTPUT_COLUMNS), dtype=object)
+    best["time_kernel_s"] = np.inf
+    names = pd.Series("", index=out.index, dtype=object)
+    cc = out["gpu"].astype(str).map(lambda k: get_gpu(k).cc_int)
+    for name, (scheme, m_min, m_max, min_cc, max_cc) in limits.items():
+        rows = ((out["scheme"].astype(str) == scheme) & out["M"].between(m_min, m_max) & (cc >= min_cc)
+                & (cc <= (max_cc or 10**9)))
+        if not rows.any():
+            continue
+        cand = out.loc[rows, ["gpu", "M", "N", "K"]].assign(kernel=name, bytes=out.loc[rows, bytes_col])
+        got = kernel_tier(cand, calibrations, table)
+        faster = got["time_kernel_s"].to_numpy(dtype=np.float64) < best.loc[rows, "time_kernel_s"].astype(float)
+        idx = cand.index[faster.to_numpy()]
+        best.loc[idx, list(OUTPUT_COLUMNS)] = got.loc[idx, list(OUTPUT_COLUMNS)].to_numpy()
+        names[idx] = name
+    best["time_kernel_s"] = best["time_kernel_s"].replace(np.inf, np.nan)
+    for c in OUTPUT_COLUMNS:
+        out[c] = best[c].astype("float64") if c not in ("kernel_terms_source", "kernel_params_source") else best[c]
+    out["kernel_predicted"] = names
+    terms = out[["attr_memory_s", "attr_alu_s", "attr_tensor_s"]].to_numpy(dtype=np.float64)
+    fixed = out[["attr_fixed_s", "attr_fixup_s"]].to_numpy(dtype=np.float64).sum(axis=1)
+    largest = np.array(["memory", "alu", "tensor"], dtype=object)[np.nan_to_num(terms, nan=-1.0).argmax(axis=1)]
+    out["bound_kernel"] = np.where(np.isnan(terms).all(axis=1), "", np.where(fixed > terms.max(axis=1, initial=0),
+                                                                                "fixed", largest))
+    return out
+
+
+def predict_tiers(points: pd.DataFrame, calibrations: Mapping[str, Calibration] | None = None,
+                  kernel: bool = True) -> pd.DataFrame:
+    """`points` (gpu, scheme, M, N, K, optional group_size and any other columns) with the roofline tiers and, when
+    `kernel`, the kernel tier of the fastest registered kernel of each scheme at each M (best_kernel_tier)."""
+    from models.roofline import predict
+
+    pred = predict(points, dict(calibrations) if calibrations else None)
+    return best_kernel_tier(pred, calibrations) if kernel else pred
+
+
+def fit_rows(measured: pd.DataFrame) -> pd.DataFrame:
+    """Rows a fit or a check may use: L2-cold, unthrottled, finite positive time, passed the float64 check."""
+    df = measured.copy()
+    ok = (df["mode"].astype(str) == "cold") & (df["time_median_s"].astype(float) > 0)
+    if "throttled" in df:
+        ok &= ~df["throttled"].astype("boolean").fillna(False).astype(bool)
+    if "ref_error_rel" in df:
+        err = df["ref_error_rel"].astype(float)
+        ok &= ~(err > 0.05)
+    df = df[ok.to_numpy()].copy()
+    df["gpu"] = df["gpu_key"].astype(str)
+    return df.reset_index(drop=True)

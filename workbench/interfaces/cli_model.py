@@ -1,0 +1,148 @@
+"""`workbench model-fit` and `workbench model-check`: estimate the kernel tier's parameters, and say how well every
+tier predicts the measurements (in sample, leave one shape out, and on held-out measurement files).
+`workbench kernel-facts`: publish the kernel registry's facts to data/model/kernel-facts.json, which the analysis
+side reads instead of importing the registry (`--check` says whether the file is current).
+
+Exit codes: 0 ok, 2 bad input. The thresholds a regression must not cross live in the hypotheses TOML
+(`kind = "model_error"`), which `workbench validate` checks.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from models.errors import InputError
+
+
+def _load(data_dir: Path, files: list[Path] | None = None):
+    from models.hardware import load_calibrations
+    from workbench.storage.store import load_measurements
+
+    if not data_dir.is_dir():
+        raise InputError(f"{data_dir}: no such data directory; give --data-dir DIR holding measurements/")
+    cals = load_calibrations(data_dir)
+    measured = load_measurements(files if files else data_dir)
+    if measured.empty:
+        raise InputError(f"no measurements under {files or data_dir}")
+    return measured, cals
+
+
+def _fmt_summary(summary) -> str:
+    t = summary.copy()
+    for c in ("median_abs", "p90_abs", "within_10pct", "mean_signed"):
+        form = "{:+.1%}" if c == "mean_signed" else "{:.1%}"
+        t[c] = t[c].map(lambda v, form=form: "" if v != v else form.format(v))
+    return t.to_string(index=False)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("model-fit")
+    def model_fit(
+        data_dir: Annotated[Path, typer.Option("--data-dir", help="data directory (measurements/, calibration/)")] =
+        None,  # type: ignore[assignment]
+        out: Annotated[Path, typer.Option("--out", "-o", help="parameter JSON to write")] = None,  # type: ignore
+        measurements: Annotated[list[Path], typer.Option("--measurements", help="fit on these measurement files "
+                                                         "only (default: all under the data directory)")] = None,  # type: ignore
+    ) -> None:
+        """Estimate the kernel tier's parameters per kernel from L2-cold, unthrottled measurements."""
+        from models.kernel_fit import fit_table, param_frame
+        from models.paths import data_dir as default_dir
+        from workbench.analysis.kernel_tier import fit_rows, gpu_lookup, kernel_facts, params_path
+        from workbench.storage.store import atomic_write_bytes
+
+        root = data_dir or default_dir()
+        target = out or params_path(root)
+        if target.suffix != ".json":
+            raise InputError(f"--out {target}: give a .json file")
+        for m in measurements or []:
+            if not m.is_file():
+                raise InputError(f"--measurements {m}: no such file")
+        measured, cals = _load(root, list(measurements) if measurements else None)
+        rows = fit_rows(measured)
+        from workbench.storage.store import measurement_files
+
+        files = [f.name for f in measurement_files(list(measurements) if measurements else root)]
+        prov = {"fitted": datetime.now(UTC).isoformat(timespec="seconds"), "data_dir": str(root),
+                "gpus": sorted(set(rows["gpu"])), "git_commits": sorted(set(rows["git_commit"].astype(str))),
+                "files": files, "rows": "L2-cold, unthrottled, float64 check passed"}
+        table = fit_table(rows, kernel_facts(), gpu_lookup(cals), prov)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(target, table.to_json().encode())
+        frame = param_frame(table)
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        print(f"wrote {len(table.kernels)} kernels' parameters to {target}", file=sys.stderr)
+
+    @app.command("kernel-facts")
+    def kernel_facts_cmd(
+        out: Annotated[Path, typer.Option("--out", "-o", help="JSON to write (default: the shipped "
+                                          "data/model/kernel-facts.json)")] = None,  # type: ignore[assignment]
+        check: Annotated[bool, typer.Option("--check", help="write nothing; exit 1 when the file differs from the "
+                                            "registry")] = False,
+    ) -> None:
+        """Write the kernel registry's facts (scheme, batch range, tiles, instruction path) for the analysis side."""
+        from kernels.registry import catalogue
+        from models.kernel_catalogue import catalogue_path, to_json
+        from workbench.storage.store import atomic_write_bytes
+
+        target = out or catalogue_path()
+        if target.suffix != ".json":
+            raise InputError(f"--out {target}: give a .json file")
+        entries = catalogue()
+        text = to_json(entries)
+        if check:
+            current = target.read_text() if target.is_file() else None
+            if current != text:
+                print(f"{target} differs from the kernel registry ({len(entries)} kernels): run `workbench "
+                      "kernel-facts` and commit it", file=sys.stderr)
+                raise typer.Exit(1)
+            print(f"{target} matches the kernel registry ({len(entries)} kernels)", file=sys.stderr)
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(target, text.encode())
+        print(f"wrote {len(entries)} kernels' facts to {target}", file=sys.stderr)
+
+    @app.command("model-check")
+    def model_check(
+        data_dir: Annotated[Path, typer.Option("--data-dir", help="data directory (measurements/, calibration/)")] =
+        None,  # type: ignore[assignment]
+        holdout: Annotated[list[Path], typer.Option("--holdout", help="measurement file(s) the parameters never "
+                                                    "saw, checked with the shipped parameters")] = None,  # type: ignore
+        csv: Annotated[Path, typer.Option("--csv", help="also write the per-point table (SI units)")] = None,  # type: ignore
+        as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    ) -> None:
+        """Model error per tier, scheme and batch range: in sample, leave-one-shape-out and on held-out files."""
+        from models.paths import data_dir as default_dir
+        from workbench.analysis.model_check import check, crossovers
+        from workbench.interfaces.cli_args import write_csv
+
+        root = data_dir or default_dir()
+        if csv is not None and csv.suffix != ".csv":
+            raise InputError(f"--csv {csv}: give a .csv file")
+        for h in holdout or []:
+            if not h.exists():
+                raise InputError(f"--holdout {h}: no such file")
+        measured, cals = _load(root)
+        held = _load(root, list(holdout))[0] if holdout else None
+        result = check(measured, cals, held)
+        if as_json:
+            print(json.dumps(result.summary.to_dict(orient="records"), indent=1))
+        else:
+            print("Fastest unthrottled kernel per (scheme, shape, M), L2-cold: |predicted / measured - 1|")
+            print(_fmt_summary(result.summary))
+            sp = result.speedups
+            if len(sp):
+                print("\nW4A16 / BF16 speedup, kernel tier against measured (fastest unthrottled kernel of each):")
+                piv = sp.assign(cell=sp["speedup_predicted"].map("{:.2f}".format) + " / "
+                                + sp["speedup_measured"].map("{:.2f}".format))
+                print(piv.pivot_table(index=["view", "N", "K"], columns="M", values="cell", aggfunc="first")
+                      .to_string())
+                print("\nCrossover batch (first M with speedup <= 1; steps apart in the batch list):")
+                print(crossovers(sp).to_string(index=False))
+        if csv is not None:
+            write_csv(result.points, csv)

@@ -1,0 +1,206 @@
+"""`workbench profile`, `workbench calibrate` and `workbench env`: the commands that need a GPU.
+
+Every argument is validated (names, shapes, output path) before the GPU is touched; without a GPU the commands say
+in one line what still works (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from models.errors import InputError
+from models.paths import data_dir
+from models.schemes import GROUP_SIZES
+from workbench.interfaces import cli_args
+from workbench.measure.environment import Environment, detect, require_gpu
+from workbench.measure.profiler import (
+    DEFAULT_BATCHES,
+    SweepAborted,
+    SweepResult,
+    calibration_clock,
+    check_memory,
+    dedupe_shapes,
+    default_shapes,
+    model_shapes,
+    parse_shapes,
+    plan,
+    run_sweep,
+    select_kernels,
+)
+from workbench.measure.timing import TimingConfig
+from workbench.storage import locks, store
+
+DATA_DIR = data_dir()
+
+
+def default_out(env: Environment, hot: bool, root: Path = DATA_DIR) -> Path:
+    gpu = env.gpu_key or re.sub(r"[^a-z0-9]+", "-", env.gpu_name.lower()).strip("-") or "gpu"
+    return root / "measurements" / gpu / f"sweep-{'hot' if hot else 'cold'}.parquet"
+
+
+def _format_phases(result: SweepResult) -> str:
+    total = result.wall_s or 1.0
+    parts = [f"{k} {v:.1f}s ({v / total:.0%})" for k, v in sorted(result.phases.items(), key=lambda kv: -kv[1])]
+    return "; ".join(parts)
+
+
+def _phase_table(result: SweepResult) -> None:
+    """Where the sweep's wall time went: compile, making inputs (make), checking, timing loops, ..."""
+    from rich.console import Console
+    from rich.table import Table
+
+    total = result.wall_s or 1.0
+    table = Table(title=f"{result.measured} points in {result.wall_s:.1f} s (process start and imports not included)")
+    for col in ("phase", "seconds", "share of the sweep"):
+        table.add_column(col, justify="left" if col == "phase" else "right")
+    for k, v in sorted(result.phases.items(), key=lambda kv: -kv[1]):
+        table.add_row(k, f"{v:.1f}", f"{v / total:.0%}")
+    rest = total - sum(result.phases.values())
+    table.add_row("other (NVML, progress, Python)", f"{max(rest, 0.0):.1f}", f"{max(rest, 0.0) / total:.0%}")
+    Console().print(table)
+
+
+def _summary(result: SweepResult, run_id: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    frame = result.frame[result.frame["run_id"] == run_id]
+    table = Table(title=f"run {run_id}: {len(frame)} points")
+    for col in ("kernel", "points", "median µs (M=1)", "GB/s (M=1)", "max spread", "max ref err", "throttled"):
+        table.add_column(col)
+    for kernel, g in frame.groupby("kernel", sort=True):
+        one = g[g["M"] == g["M"].min()]
+        t = one["time_median_s"].median()
+        bw = (one["bytes"] / one["time_median_s"]).median()
+        table.add_row(str(kernel), str(len(g)), f"{t * 1e6:.1f}", f"{bw / 1e9:.0f}", f"{g['spread_rel'].max():.2%}",
+                      f"{g['ref_error_rel'].max():.1e}", str(int(g["throttled"].fillna(False).sum())))
+    Console().print(table)
+
+
+def profile(
+    scheme: Annotated[list[str] | None, typer.Option("--scheme", "-s", help="scheme(s); default: all")] = None,
+    kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", help="kernel name(s); default: all")] = None,
+    exclude: Annotated[list[str] | None, typer.Option("--exclude", "-x", help="kernel name(s) to leave out")] = None,
+    batch: Annotated[list[str] | None, typer.Option("--batch", "-M", "-m", help="batch sizes M (repeatable, comma "
+                                                    "list); default 1..256")] = None,
+    shape: Annotated[list[str] | None, typer.Option("--shape", help="NxK weight shape, repeatable")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="an LLM's layers, e.g. llama-2-7b")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="output .parquet")] = None,
+    hot: Annotated[bool, typer.Option("--hot", help="one input set (L2-warm) instead of rotating >= 3x L2")] = False,
+    budget: Annotated[float, typer.Option("--budget", help="seconds of timing loop per point")] = 0.12,
+    graph: Annotated[bool, typer.Option("--graph/--no-graph", help="replay a CUDA graph of launches")] = True,
+    fresh: Annotated[bool, typer.Option("--fresh", help="discard what the output holds instead of resuming")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    calibration_dir: Annotated[Path | None, typer.Option("--calibration-dir")] = None,
+    group_size: Annotated[int | None, typer.Option(
+        "--group-size", "-g", help=f"w4a16 group size G, one of {GROUP_SIZES} (default 128); kernels that cannot "
+        "run it are skipped with the reason")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", help="all, or NVML indices/UUIDs (0,2)")] = None,
+    split: Annotated[bool, typer.Option("--split", help="--gpus/--ray: share one plan between the GPUs")] = False,
+    ray: Annotated[str | None, typer.Option("--ray", help="Ray address: local, auto, HOST:PORT")] = None,
+    data_root: Annotated[str, typer.Option("--data-dir", "--data", help="default --out and calibration root")]
+    = str(DATA_DIR),
+    wait: Annotated[bool, typer.Option("--wait", help="wait for a sweep holding this GPU or output to finish")]
+    = False,
+) -> None:
+    """Measure kernels x batches x shapes on this GPU; each point is appended as soon as it is measured."""
+    if not 0 < budget <= 3600:  # also refuses nan and inf
+        raise InputError(f"--budget {budget}: give seconds per point in (0, 3600], e.g. --budget 0.12")
+    if group_size is not None and group_size not in GROUP_SIZES:
+        raise InputError(f"--group-size {group_size}: accepted group sizes are {', '.join(map(str, GROUP_SIZES))}")
+    cfg = TimingConfig(hot=hot, budget_s=budget, use_graph=graph).validate()
+    data_root = Path(cli_args.nonempty(data_root, "--data-dir"))
+    calibration_dir = calibration_dir or data_root / "calibration"
+    for value in shape or []:
+        cli_args.parse_shape(value)  # limits and malformed values, before the profiler's parser
+    cli_args.nonempty(model, "--model")
+    shapes = parse_shapes(shape or [])
+    if model:
+        shapes += model_shapes(model)
+    shapes = dedupe_shapes(shapes) if shapes else default_shapes()
+    specs = select_kernels(scheme or [], kernel or [], exclude or [])
+    batches = cli_args.parse_batches(batch, DEFAULT_BATCHES)
+    if out is not None:
+        if out.suffix != ".parquet":
+            raise InputError(f"--out {out}: give a file name ending in .parquet")
+        cli_args.check_out_path(out, "--out")  # creates nothing: no folder is made before a GPU is found
+    if gpus or ray or split:  # several GPUs: workbench.interfaces.cli_scale (one worker per GPU, each its own file)
+        from workbench.interfaces.cli_scale import profile_many
+
+        return profile_many(specs, shapes, batches, cfg, gpus=gpus, split=split, ray=ray, out=out, fresh=fresh,
+                            calibration_dir=calibration_dir,
+                            default_out=lambda env, hot: default_out(env, hot, data_root),
+                            data_dir=data_root, group_size=group_size)
+    require_gpu()
+    env = detect()
+    out = out or default_out(env, hot, data_root)
+    # this GPU and this output are ours until the command ends; taken before any CUDA context (a waiting sweep must
+    # not sit on the GPU): a second sweep is refused naming the holder, or waits with --wait
+    locks.hold_sweep(env.gpu_uuid, out, wait=wait, on_wait=lambda m: print(m, file=sys.stderr))
+    points = plan(specs, shapes, batches, env.cc)
+    if not points:
+        cc = env.compute_capability
+        raise InputError(f"no selected kernel supports batches {batches} on compute capability {cc}")
+    from workbench.measure.environment import free_device_bytes
+
+    check_memory(points, free_device_bytes(), env.l2_bytes, cfg)
+    store.check_writable(out)
+    from workbench.measure.nvml import NvmlSampler
+    from workbench.measure.timing import CudaTimer
+
+    print(f"{env.gpu_name} ({env.gpu_uuid}) cc {env.compute_capability}, {len(points)} points -> {out}")
+    try:
+        result = run_sweep(
+            points, out, env, cfg=cfg, timer=CudaTimer(use_graph=graph), sampler=NvmlSampler(uuid=env.gpu_uuid or None),
+            calibration_sm_clock_hz=calibration_clock(env, calibration_dir), fresh=fresh, progress=progress,
+            group_size=group_size,
+        )
+    except SweepAborted as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if exc.context_lost:  # CuPy's destructors would print a screen of errors from the dead context
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
+        raise typer.Exit(1) from None
+    if result.skipped_done:
+        print(f"resumed: {result.skipped_done} points were already in {out}")
+    for line in result.refused:
+        print(f"skipped: {line}")
+    _summary(result, result.run_id)
+    _phase_table(result)
+    print(f"measured {result.measured} points in {result.wall_s:.1f}s: {_format_phases(result)}")
+    if result.failed:
+        print(f"{len(result.failed)} points failed (see above)")
+
+
+def calibrate(
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="folder for the calibration JSON")] = DATA_DIR
+    / "calibration",
+) -> None:
+    """Measure this GPU's ceilings (bandwidths, launch floor, FMA and mma.sync peaks, cuBLAS) and store them."""
+    from workbench.measure.calibrate import calibrate as run_calibration
+
+    require_gpu()  # before anything is created
+    env = detect()
+    locks.hold_sweep(env.gpu_uuid, None)  # no sweep may run beside the calibration (one line naming the holder)
+    store.check_writable(out_dir / ".probe.json")
+    run_calibration(out_dir, env)
+
+
+def env() -> None:
+    """Print the environment the profiler records with every row."""
+    require_gpu()
+    for k, v in detect().columns().items():
+        print(f"{k:<20} {v}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profile")(profile)
+    app.command("calibrate")(calibrate)
+    app.command("env")(env)

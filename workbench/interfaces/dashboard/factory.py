@@ -1,0 +1,109 @@
+"""`create_app(data_dir)`: the Dash app for one data directory (no module-level app anywhere)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from workbench.interfaces.dashboard.callbacks import AppState, register
+from workbench.interfaces.dashboard.data import load_data
+from workbench.interfaces.dashboard.layout import build_layout
+from workbench.interfaces.dashboard.queries import default_selection
+from workbench.interfaces.dashboard.uploads import UPLOAD_LIMIT_BYTES, UPLOAD_LIMIT_MB
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8050
+# Uploads arrive base64-encoded (4/3) inside the callback JSON: requests up to 2x the file limit are read and answered
+# with a message from the upload callback; larger ones are refused by Flask, and guard.install turns that into the
+# same kind of message.
+REQUEST_LIMIT_BYTES = 2 * UPLOAD_LIMIT_BYTES
+# dcc.Graph uses window.Plotly when a page defines it: assets/plotly-cartesian.min.js (plotly.js's own cartesian
+# bundle, the same version as plotly.py's full one; MIT) is 1.5 MB instead of 4.8 MB and holds every trace type the
+# figures use (scatter, bar, heatmap), which cuts the first load by the time the browser spends running the rest.
+PRELOAD = ("dash/dcc/async-graph.js",)
+INDEX = """<!DOCTYPE html>
+<html>
+    <head>
+        {%metas%}
+        <title>{%title%}</title>
+        {%favicon%}
+        {%css%}
+        PRELOADS
+    </head>
+    <body>
+        {%app_entry%}
+        <footer>
+            {%config%}
+            {%scripts%}
+            {%renderer%}
+        </footer>
+    </body>
+</html>"""
+TOO_LARGE = f"The upload is over the {UPLOAD_LIMIT_MB} MB limit: upload a .parquet or .csv of at most that size."
+
+
+def page_query() -> str:
+    """The query string of the page being built: the layout request's own, or the page's (its Referer)."""
+    from urllib.parse import urlsplit
+
+    from flask import has_request_context, request
+
+    if not has_request_context():
+        return ""
+    if request.query_string:
+        return "?" + request.query_string.decode("latin-1")
+    referrer = request.referrer or ""
+    return "?" + urlsplit(referrer).query if "?" in referrer else ""
+
+
+def create_app(data_dir: str | Path | None = None) -> Any:
+    """Load the data once (cached per directory), build the layout and register the callbacks."""
+    from dash import Dash
+
+    from workbench.interfaces.dashboard import guard, urlstate
+
+    data = load_data(data_dir)
+    app = Dash(
+        __name__,
+        title="Roofline workbench",
+        assets_folder=str(ASSETS),
+        update_title=None,
+        suppress_callback_exceptions=False,
+    )
+    defaults = default_selection(data)
+
+    def layout() -> Any:
+        return build_layout(data, defaults, urlstate.decode(page_query(), data))
+
+    app.layout = layout
+    prefix = app.config.requests_pathname_prefix + "_dash-component-suites/"
+    links = "\n        ".join(f'<link rel="preload" as="script" href="{prefix}{path}">' for path in PRELOAD)
+    app.index_string = INDEX.replace("PRELOADS", links)
+    state = AppState(data)
+    register(app, state)
+    warm_up(state, defaults)
+    app.server.config["MAX_CONTENT_LENGTH"] = REQUEST_LIMIT_BYTES
+    guard.install(app.server, TOO_LARGE)
+    return app
+
+
+def warm_up(state: AppState, defaults: Any) -> None:
+    """Build every view once for the default selection, so the first page load does not pay for Plotly's lazy
+    imports and validators (and the default roofline is served from the figure cache)."""
+    from workbench.interfaces.dashboard import ids
+    from workbench.interfaces.dashboard.callbacks import view_figure
+
+    controls = (list(defaults.gpus), defaults.gpus[0] if defaults.gpus else None, list(defaults.schemes), [], "best",
+                defaults.shape, 1, 256, defaults.baseline, defaults.tier, defaults.mode)  # fmt: skip
+    for view in ids.FIGURES:
+        view_figure(state, view, controls, []).to_plotly_json()
+
+
+def serve(
+    host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: str | Path | None = None, debug: bool = False
+) -> None:
+    """Build the app and serve it (blocking)."""
+    app = create_app(data_dir)
+    print(f"workbench dashboard on http://{host}:{port}/ (data: {load_data(data_dir).data_dir})", flush=True)
+    app.run(host=host, port=port, debug=debug)

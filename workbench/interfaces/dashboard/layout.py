@@ -1,0 +1,258 @@
+"""The page: controls on top, a status line, download/upload, one tab per view. Ids come from `ids`.
+
+Batch range: a log2 slider (marks 1…256) beside two number boxes in batch sizes; a clientside callback keeps them in
+step (callbacks.BATCH_SYNC_JS), and the views read the boxes. The URL (dcc.Location) carries every control.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from workbench.interfaces.dashboard import ids
+from workbench.interfaces.dashboard.data import DashboardData
+from workbench.interfaces.dashboard.queries import BATCH_SIZES, MAX_BATCH, Defaults, control_options, tier_options
+from workbench.interfaces.dashboard.style import GRAPH_CONFIG
+from workbench.interfaces.dashboard.uploads import UPLOAD_LIMIT_BYTES, UPLOAD_LIMIT_MB
+
+__all__ = ["UPLOAD_LIMIT_BYTES", "build_layout", "TAB_LABELS"]
+
+BATCH_MARKS = {i: str(2**i) for i in range(len(BATCH_SIZES))}
+MODE_OPTIONS = [{"label": "L2-cold", "value": "cold"}, {"label": "hot", "value": "hot"}]
+KERNEL_VIEW_OPTIONS = [
+    {"label": "best kernel per scheme", "value": "best"},
+    {"label": "every kernel", "value": "all"},
+]
+COMPARE_OPTIONS = [
+    {"label": "time vs batch", "value": "time"},
+    {"label": "speedup vs batch", "value": "speedup"},
+    {"label": "roofline", "value": "roofline"},
+]
+TAB_LABELS = {
+    "roofline": "Roofline",
+    "time": "Time vs batch",
+    "speedup": "Speedup vs batch",
+    "error": "Model error",
+    "attribution": "Attribution",
+    "recommend": "Scheme per batch",
+    "quant": "Quantization error",
+    "ladder": "Tricks ladder",
+    "clocks": "Clocks",
+    "compare": "GPU comparison",
+    "rollup": "Whole model",
+    "hypotheses": "Hypotheses",
+    "table": "Data table",
+}
+GRAPH_HEIGHTS = {"roofline": "640px", "error": "auto", "attribution": "auto", "recommend": "560px", "quant": "600px",
+                 "ladder": "680px", "clocks": "660px",
+                 "compare": "560px", "rollup": "auto"}  # fmt: skip
+
+
+def _control(label: str, component: Any, width: str = "220px") -> Any:
+    from dash import html
+
+    return html.Div(
+        [html.Label(label, className="ctl-label"), component],
+        className="ctl",
+        style={"minWidth": width, "flex": f"1 1 {width}"},
+    )
+
+
+def _log2(m: int, top: int, up: bool = False) -> int:
+    exp = math.log2(max(1, m))
+    return min(top, max(0, math.ceil(exp) if up else math.floor(exp)))
+
+
+def _batch_control(lo: int, hi: int) -> Any:
+    from dash import dcc, html
+
+    top = len(BATCH_SIZES) - 1
+
+    def box(cid: str, value: int, label: str) -> Any:
+        return dcc.Input(id=cid, type="number", min=1, max=MAX_BATCH, step=1, value=value, debounce=True,
+                         className="batch-box", name=label, placeholder=label)  # fmt: skip
+
+    return html.Div(
+        [
+            box(ids.BATCH_LO, lo, "smallest batch M"),
+            html.Div(
+                dcc.RangeSlider(id=ids.BATCH, min=0, max=top, step=1, value=[_log2(lo, top), _log2(hi, top, True)],
+                                marks=BATCH_MARKS, allowCross=False, allow_direct_input=False),  # fmt: skip
+                className="batch-slider",
+            ),
+            box(ids.BATCH_HI, hi, "largest batch M"),
+        ],
+        className="batch-control",
+    )
+
+
+def _controls(data: DashboardData, defaults: Defaults, init: dict[str, Any]) -> Any:
+    from dash import dcc, html
+
+    opts = control_options(data)
+    gpus = init.get("gpus") or list(defaults.gpus)
+    primary = [o for o in opts["gpus"] if o["value"] in gpus]
+    first = init.get("primary") if init.get("primary") in gpus else gpus[0] if gpus else None
+    lo, hi = sorted((init.get("m_lo", 1), init.get("m_hi", BATCH_SIZES[-1])))
+    return html.Div(
+        [
+            _control(
+                "GPU(s)",
+                dcc.Dropdown(id=ids.GPUS, options=opts["gpus"], value=gpus, multi=True, clearable=False),
+                "260px",
+            ),
+            _control(
+                "Primary GPU (single-GPU views)",
+                dcc.Dropdown(id=ids.PRIMARY, options=primary, value=first, clearable=False),
+                "220px",
+            ),
+            _control(
+                "Scheme(s)",
+                dcc.Dropdown(id=ids.SCHEMES, options=opts["schemes"], value=init.get("schemes", list(defaults.schemes)),
+                             multi=True),  # fmt: skip
+                "300px",
+            ),
+            _control(
+                "Measured points",
+                dcc.RadioItems(id=ids.KERNEL_VIEW, options=KERNEL_VIEW_OPTIONS, value=init.get("kernel_view", "best"),
+                               inline=True),  # fmt: skip
+                "300px",
+            ),
+            _control(
+                "Kernel(s) (empty = all)",
+                dcc.Dropdown(id=ids.KERNELS, options=opts["kernels"], value=init.get("kernels", []), multi=True,
+                             placeholder="all kernels"),  # fmt: skip
+                "260px",
+            ),
+            _control(
+                "Shape N×K or model",
+                dcc.Dropdown(id=ids.SHAPE, options=opts["shapes"], value=init.get("shape", defaults.shape),
+                             clearable=False),  # fmt: skip
+                "220px",
+            ),
+            _control(
+                "Baseline",
+                dcc.Dropdown(id=ids.BASELINE, options=opts["baselines"], value=init.get("baseline", defaults.baseline),
+                             clearable=False),  # fmt: skip
+                "200px",
+            ),
+            _control("Batch M range (type a batch size or drag)", _batch_control(lo, hi), "380px"),
+            _control(
+                "Prediction tier",
+                dcc.RadioItems(id=ids.TIER, options=tier_options(data), value=init.get("tier", defaults.tier),
+                               inline=True),  # fmt: skip
+                "300px",
+            ),
+            _control(
+                "Cache",
+                dcc.RadioItems(id=ids.MODE, options=MODE_OPTIONS, value=init.get("mode", defaults.mode), inline=True),
+                "160px",
+            ),
+        ],
+        className="controls",
+    )
+
+
+def _graph(view: str) -> Any:
+    from dash import dcc
+
+    height = GRAPH_HEIGHTS.get(view, "600px")
+    return dcc.Graph(
+        id=ids.FIGURES[view],
+        style={"height": height},
+        config={**GRAPH_CONFIG, "toImageButtonOptions": {**GRAPH_CONFIG["toImageButtonOptions"], "filename": view}},
+        figure={"data": [], "layout": {}},
+    )
+
+
+def _tab(value: str, children: list[Any]) -> Any:
+    from dash import dcc
+
+    return dcc.Tab(label=TAB_LABELS[value], value=value, id=ids.tab_id(value), children=children)
+
+
+def _grid(component_id: str, height: str, page_size: int) -> Any:
+    import dash_ag_grid as dag
+
+    return dag.AgGrid(
+        id=component_id,
+        columnDefs=[],
+        rowData=[],
+        defaultColDef={"sortable": True, "filter": True, "resizable": True, "floatingFilter": True,
+                       "wrapHeaderText": True, "autoHeaderHeight": True, "width": 118, "minWidth": 70},  # fmt: skip
+        dashGridOptions={"pagination": True, "paginationPageSize": page_size, "enableCellTextSelection": True,
+                         "ensureDomOrder": True, "paginationPageSizeSelector": False},  # fmt: skip
+        style={"height": height, "width": "100%"},
+        className="ag-theme-alpine",
+    )
+
+
+def _views(view: str, compare: str) -> Any:
+    from dash import dcc, html
+
+    figures = []
+    for value in ids.TAB_VALUES:
+        if value == "compare":
+            radio = dcc.RadioItems(id=ids.COMPARE_VIEW, options=COMPARE_OPTIONS, value=compare, inline=True,
+                                   className="compare-view")  # fmt: skip
+            figures.append(_tab(value, [radio, _graph(value)]))
+        elif value == "hypotheses":
+            figures.append(_tab(value, [_grid(ids.HYPOTHESES, "720px", 50)]))
+        elif value == "table":
+            figures.append(_tab(value, [html.Div(id=ids.TABLE_COUNT, className="table-count"),
+                                        _grid(ids.TABLE, "720px", 25)]))  # fmt: skip
+        else:
+            figures.append(_tab(value, [_graph(value)]))
+    return dcc.Tabs(id=ids.TABS, value=view, children=figures)
+
+
+def _io_bar() -> Any:
+    from dash import dcc, html
+
+    return html.Div(
+        [
+            html.Button("Download CSV of the table rows", id=ids.DOWNLOAD_BUTTON, n_clicks=0, className="btn"),
+            dcc.Download(id=ids.DOWNLOAD),
+            dcc.Upload(
+                id=ids.UPLOAD,
+                children=html.Div(
+                    [f"Upload measurements (.parquet / .csv, ≤ {UPLOAD_LIMIT_MB} MB): drop or ", html.A("choose")]
+                ),
+                max_size=-1,  # checked on the server, which can say why (the browser would drop it silently)
+                multiple=False,
+                className="upload",
+            ),
+            html.Div(id=ids.UPLOAD_MESSAGE, className="upload-message", role="status"),
+            dcc.Store(id=ids.UPLOAD_STORE, storage_type="memory", data=[]),
+            html.Span("Export the figure shown:", className="export-label"),
+            html.Button("SVG", id=ids.EXPORT_SVG, n_clicks=0, className="btn btn-light"),
+            html.Button("PNG", id=ids.EXPORT_PNG, n_clicks=0, className="btn btn-light"),
+            html.Span(id=ids.EXPORT_SINK, className="export-sink"),
+        ],
+        className="io-bar",
+    )
+
+
+def build_layout(data: DashboardData, defaults: Defaults, init: dict[str, Any] | None = None) -> Any:
+    """The whole page for one dataset, its controls set from `init` (urlstate.decode of the page's query string,
+    so a reload or a shared link restores the view) or the defaults; callbacks fill the figures."""
+    from dash import dcc, html
+
+    init = init or {}
+    return html.Div(
+        [
+            dcc.Location(id=ids.URL, refresh=False),
+            html.Header(
+                [
+                    html.H1("Roofline workbench — LLM-decode linear layers"),
+                    html.Div(f"data: {data.data_dir.name}/ ({len(data.comparison)} measured rows)",
+                             className="subtitle"),  # fmt: skip
+                ]
+            ),
+            _controls(data, defaults, init),
+            html.Div(id=ids.STATUS, className="status", role="status"),
+            _io_bar(),
+            _views(init.get("view", "roofline"), init.get("compare", "time")),
+        ],
+        className="page",
+    )

@@ -1,0 +1,130 @@
+"""The views that split a time into parts: the whole model per layer, and the kernel-aware attribution.
+
+Same contract as `views`: (data, session frames, selection) -> Plotly figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from models.errors import InputError
+from workbench.interfaces.dashboard import fig_breakdown, style
+from workbench.interfaces.dashboard.data import TIER_COLUMNS, DashboardData, Frames
+from workbench.interfaces.dashboard.queries import Selection, effective_tier, gpu_label, select_measured
+from workbench.interfaces.dashboard.views import (
+    DEFAULT_MODEL,
+    _rollup_measured,
+    _rollup_predicted,
+    _title,
+    shown_measured,
+)
+
+
+def _model_of(data: DashboardData, sel: Selection) -> tuple[str, str]:
+    """The model the whole-model view draws and a note when the shape box holds a layer shape instead of a model."""
+    if sel.model:
+        return sel.model, ""
+    model = DEFAULT_MODEL if DEFAULT_MODEL in data.model_keys else data.model_keys[0]
+    return model, f"shape box holds one layer ({sel.shape}); showing {model} — pick a model there to change it"
+
+
+def layer_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str, batch: int) -> pd.DataFrame:
+    """(scheme, source, layer, time_s): count × time of each linear layer in one decode step at `batch`, predicted
+    (the drawn tier) and measured (the fastest kernel of the scheme measured on that layer's shape)."""
+    from models.rollup import model_points
+    from models.roofline import predict
+    from models.workloads import get_model
+
+    model = get_model(sel.model)
+    tier = effective_tier(data, gpu, sel.tier, data.predictions)
+    rows = []
+    for scheme in sel.schemes:
+        try:
+            pred = predict(model_points(model, [gpu], [scheme], [batch]), data.calibrations or None)
+        except InputError:
+            continue
+        if tier == "kernel":
+            from workbench.analysis.kernel_tier import best_kernel_tier
+
+            pred = best_kernel_tier(pred, data.calibrations)
+        for layer, part in pred.groupby("layer", sort=False):
+            t = float((part[TIER_COLUMNS[tier]] * part["instances"]).sum())
+            rows.append({"scheme": scheme, "source": "predicted", "layer": str(layer), "time_s": t})
+    measured = shown_measured(select_measured(frames.latest, data, replace(sel, m_lo=batch, m_hi=batch), (gpu,)),
+                              replace(sel, kernels=(), best=True))  # fmt: skip
+    for layer in model.layers:
+        if layer.experts > 1:
+            continue
+        hit = measured[(measured["N"] == layer.N) & (measured["K"] == layer.K)]
+        for row in hit.itertuples(index=False):
+            rows.append({"scheme": str(row.scheme), "source": "measured", "layer": layer.name,
+                         "time_s": layer.count * float(row.time_measured_s)})  # fmt: skip
+    return pd.DataFrame(rows, columns=["scheme", "source", "layer", "time_s"])
+
+
+def rollup_view(data: DashboardData, frames: Frames, sel: Selection):
+    """ms per decode step and tokens/s vs batch for the model in the shape box (or the default one, saying so) on the
+    primary GPU, and the per-layer parts of one step at the low end of the batch range."""
+    model, note = _model_of(data, sel)
+    msel = replace(sel, shape="model:" + model)
+    gpu = sel.primary
+    pred = _rollup_predicted(data, msel, gpu, sel.schemes)
+    frames_out = [
+        pd.DataFrame(
+            {
+                "label": pred["scheme"],
+                "scheme": pred["scheme"],
+                "source": "predicted",
+                "M": pred["batch"],
+                "time_per_token_s": pred["time_step_s"],
+                "tokens_per_s": pred["tokens_per_s"],
+            }
+        )
+    ]
+    meas = _rollup_measured(data, frames, msel, gpu, sel.schemes)
+    if not meas.empty:
+        frames_out.append(
+            pd.DataFrame(
+                {
+                    "label": meas["scheme"],
+                    "scheme": meas["scheme"],
+                    "source": "measured",
+                    "M": meas["M"],
+                    "time_per_token_s": meas["time_step_measured_s"],
+                    "tokens_per_s": meas["tokens_per_s_measured"],
+                }
+            )
+        )
+    frame = pd.concat(frames_out, ignore_index=True)
+    tier = effective_tier(data, gpu, sel.tier, data.predictions)
+    parts = [f"Whole model {model} — {gpu_label(data, gpu)} · {tier} · {sel.mode}"]
+    if meas.empty:
+        parts.append("predicted only: not every layer measured")
+    if note:
+        parts.append(note)
+    layers = layer_parts(data, frames, msel, gpu, sel.m_lo)
+    return fig_breakdown.rollup_figure(frame, title="<br>".join(parts), layers=layers, batch=sel.m_lo)
+
+
+NO_ATTRIBUTION = "no kernel-aware prediction in this data"
+
+
+def attribution_view(data: DashboardData, frames: Frames, sel: Selection):
+    """Stacked per-M attribution of the chosen kernels' times (one panel each), or of each scheme's best kernel."""
+    gpu = sel.primary
+    title = _title(data, gpu, "Time attribution (kernel-aware model)", sel)
+    cmp = frames.latest
+    if sel.model:
+        return style.empty_figure("Attribution is per kernel call: pick an N×K shape in the shape box.", title)
+    if not all(c in cmp.columns for c in fig_breakdown.ATTRIBUTION_COLUMNS):
+        return style.empty_figure(f"Attribution: {NO_ATTRIBUTION}.", title)
+    measured = shown_measured(select_measured(cmp, data, sel, (gpu,)), sel)
+    measured = measured.dropna(subset=list(fig_breakdown.ATTRIBUTION_COLUMNS), how="all")
+    if measured.empty:
+        return style.empty_figure(f"Attribution: {NO_ATTRIBUTION} for this selection.", title)
+    by_kernel = bool(sel.kernels) or not sel.best
+    label = measured["kernel"] if by_kernel else measured["scheme"].astype(str) + " (best kernel)"
+    frame = measured.assign(label=label.astype(str).to_numpy())
+    return fig_breakdown.attribution_figure(frame, title=title)

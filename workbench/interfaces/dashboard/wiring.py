@@ -1,0 +1,137 @@
+"""`wire(app, state)`: every Dash callback of the page, each a thin shell over a plain function of `callbacks`.
+
+One control change is one request: the main callback builds only the open tab's figure (or grid) and returns it with
+the status line and the query string (the layout reads the query string back on a reload, so nothing loops). The
+batch slider and boxes, and the figure export buttons, run in the browser (clientside).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.interfaces.dashboard import callbacks as cb
+from workbench.interfaces.dashboard import ids, urlstate
+
+# Slider (log2 index) <-> boxes (batch sizes). Typed values are clamped to 1..MAX and the slider snaps around them.
+BATCH_SYNC_JS = """
+function(slider, lo, hi) {
+    const nu = window.dash_clientside.no_update;
+    const trig = (window.dash_clientside.callback_context.triggered || []).map(t => t.prop_id);
+    const ok = v => typeof v === 'number' && isFinite(v);
+    if (trig.some(p => p.startsWith('%(slider)s.'))) {
+        if (!Array.isArray(slider) || slider.length !== 2) { return [nu, nu, nu]; }
+        const a = Math.pow(2, slider[0]), b = Math.pow(2, slider[1]);
+        return [nu, a === lo ? nu : a, b === hi ? nu : b];
+    }
+    if (!ok(lo) || !ok(hi)) { return [nu, nu, nu]; }
+    const clamp = v => Math.min(%(max)d, Math.max(1, Math.round(v)));
+    let l = clamp(lo), h = clamp(hi);
+    if (l > h) { const t = l; l = h; h = t; }
+    const top = %(top)d;
+    const lo2 = Math.floor(Math.log2(l)), hi2 = Math.ceil(Math.log2(h));
+    const s = [Math.min(top, Math.max(0, lo2)), Math.min(top, Math.max(0, hi2))];
+    const same = Array.isArray(slider) && s[0] === slider[0] && s[1] === slider[1];
+    return [same ? nu : s, l === lo ? nu : l, h === hi ? nu : h];
+}
+"""
+EXPORT_JS = """
+function(svg, png) {
+    const trig = (window.dash_clientside.callback_context.triggered || []).map(t => t.prop_id);
+    if (!trig.length) { return window.dash_clientside.no_update; }
+    const format = trig[0].startsWith('%(svg)s') ? 'svg' : 'png';
+    const graphs = Array.from(document.querySelectorAll('.tab-content .js-plotly-plot'))
+        .filter(g => g.offsetParent !== null);
+    if (!graphs.length) { return 'No figure on this tab to export.'; }
+    const view = (graphs[0].closest('[id^=fig-]') || {id: 'figure'}).id.replace('fig-', '');
+    const scale = format === 'png' ? 2 : 1;
+    window.Plotly.downloadImage(graphs[0], {format: format, filename: 'workbench-' + view, scale: scale});
+    return 'Exported ' + view + ' as ' + format.toUpperCase() + '.';
+}
+"""
+
+
+def wire(app: Any, state: cb.AppState, guard: Any) -> None:
+    from dash import Input, Output, State, no_update
+
+    from workbench.interfaces.dashboard.queries import BATCH_SIZES, MAX_BATCH
+
+    safe = guard.safe
+    controls = [Input(c, "value") for c in cb.CONTROLS]
+    store = Input(ids.UPLOAD_STORE, "data")
+    tab = Input(ids.TABS, "value")
+
+    def nothing(value: Any) -> Any:
+        return no_update if value is None else value
+
+    keyed = list(urlstate.KEYS.items())
+    main_outputs = [
+        *[Output(c, "figure") for c in ids.FIGURES.values()],
+        Output(ids.STATUS, "children"),
+        Output(ids.URL, "search"),
+        Output(ids.TABLE, "rowData"),
+        Output(ids.TABLE, "columnDefs"),
+        Output(ids.TABLE_COUNT, "children"),
+        Output(ids.HYPOTHESES, "rowData"),
+        Output(ids.HYPOTHESES, "columnDefs"),
+    ]
+
+    @app.callback(main_outputs, *controls, store, tab, Input(ids.COMPARE_VIEW, "value"), State(ids.URL, "search"))
+    @safe
+    def _main(*values: Any) -> Any:
+        """Everything one control change needs, in one request: the open tab's figure (or grid), the status line
+        and the query string."""
+        n = cb.N_CONTROLS
+        controls_, tokens, view, compare, search = values[:n], values[n], values[n + 1], values[n + 2], values[n + 3]
+        figures = [nothing(f) for f in cb.visible_figures(state, view, controls_, tokens, compare)]
+        by_id = dict(zip(cb.CONTROLS, controls_, strict=True)) | {ids.TABS: view, ids.COMPARE_VIEW: compare}
+        query = urlstate.encode({key: by_id.get(cid) for key, (cid, _) in keyed})
+        table_out = cb.grid_rows(state, controls_, tokens) if view == "table" else (no_update,) * 3
+        hyp_out = cb.hypotheses_table(state, controls_[0], tokens) if view == "hypotheses" else (no_update,) * 2
+        status = cb.status(state, controls_, tokens)
+        return [*figures, status, query if query != search else no_update, *table_out, *hyp_out]
+
+    @app.callback(Output(ids.GPUS, "options"), Output(ids.KERNELS, "options"), Output(ids.SHAPE, "options"),
+                  Output(ids.BASELINE, "options"), store, prevent_initial_call=True)  # fmt: skip
+    @safe
+    def _options(tokens: Any) -> Any:
+        return cb.options(state, tokens)
+
+    @app.callback(Output(ids.PRIMARY, "options"), Output(ids.PRIMARY, "value"), Input(ids.GPUS, "value"),
+                  State(ids.PRIMARY, "value"), prevent_initial_call=True)  # fmt: skip
+    @safe
+    def _primary(gpus: Any, primary: Any) -> Any:
+        opts, value = cb.primary_choice(state, gpus, primary)
+        return opts, (no_update if value == primary else value)
+
+    @app.callback(Output(ids.DOWNLOAD, "data"), Input(ids.DOWNLOAD_BUTTON, "n_clicks"),
+                  *[State(c, "value") for c in cb.CONTROLS], State(ids.UPLOAD_STORE, "data"),
+                  State(ids.TABLE, "filterModel"), State(ids.TABLE, "columnState"),
+                  prevent_initial_call=True)  # fmt: skip
+    @safe
+    def _download(n_clicks: Any, *values: Any) -> Any:
+        if not isinstance(n_clicks, int) or n_clicks < 1:
+            return no_update
+        n = cb.N_CONTROLS
+        return cb.download_csv(state, values[:n], values[n], values[n + 1], values[n + 2])
+
+    @app.callback(Output(ids.UPLOAD_STORE, "data"), Output(ids.UPLOAD_MESSAGE, "children"),
+                  Output(ids.UPLOAD_MESSAGE, "className"), Input(ids.UPLOAD, "contents"),
+                  State(ids.UPLOAD, "filename"), State(ids.UPLOAD_STORE, "data"),
+                  prevent_initial_call=True)  # fmt: skip
+    @safe
+    def _upload(contents: Any, filename: Any, tokens: Any) -> Any:
+        new_tokens, message = cb.upload(state, contents, filename, tokens)
+        if new_tokens is None:
+            return no_update, message, "upload-message"
+        return new_tokens, message, "upload-message ok"
+
+    app.clientside_callback(
+        BATCH_SYNC_JS % {"slider": ids.BATCH, "max": MAX_BATCH, "top": len(BATCH_SIZES) - 1},
+        Output(ids.BATCH, "value"), Output(ids.BATCH_LO, "value"), Output(ids.BATCH_HI, "value"),
+        Input(ids.BATCH, "value"), Input(ids.BATCH_LO, "value"), Input(ids.BATCH_HI, "value"),
+    )  # fmt: skip
+    app.clientside_callback(
+        EXPORT_JS % {"svg": ids.EXPORT_SVG},
+        Output(ids.EXPORT_SINK, "children"), Input(ids.EXPORT_SVG, "n_clicks"), Input(ids.EXPORT_PNG, "n_clicks"),
+        prevent_initial_call=True,
+    )  # fmt: skip
