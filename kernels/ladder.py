@@ -26,36 +26,10 @@ from kernels import build, gemv, pack_w4, problems, quant
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 from models.kernel_terms import KernelFacts, m_tiles_from
+from models.ladder import RUNGS, Rung, rung_of
 
+__all__ = ["DEFS", "RUNGS", "SPECS", "LadderRunner", "make_runner", "rung_of"]
 
-@dataclass(frozen=True)
-class Rung:
-    index: int
-    kernels: tuple[str, ...]  # registered kernels of this rung; its time at a point is the fastest of them measured
-    trick: str  # short label (figure axis, tables)
-    adds: str  # what this rung adds to the one before, in words
-    m_from: int = 1  # the rung is shown from this batch
-
-
-RUNGS: tuple[Rung, ...] = (
-    Rung(0, ("gemv_w4_ref",), "chapter kernel",
-         "the chapter's gemv_w4 as written: warp per row, 4 warps per block, x in shared memory (fp32), one 32-bit "
-         "word of packed weights per lane per step, shift-and-mask dequant, fp32 scales and zeros, fp32 FMAs"),
-    Rung(1, ("ladder_w4_vec16",), "16-byte loads",
-         "16-byte vector loads: one uint4 (32 weights) per lane per step; x staged and read 16 bytes at a time "
-         "(padded so the shared reads are conflict-free)"),
-    Rung(2, ("ladder_w4_magic",), "fast INT4→FP16",
-         "0x6400 magic number + lop3: one logic op turns two nibbles into half2 (1024 + q); fp16 activations, "
-         "half2 FMAs (fp32 across chunks)"),
-    Rung(3, ("ladder_w4_reorder",), "offline reorder",
-         "weights reordered offline (kernels/pack_w4.py) so each nibble pair is two consecutive weights (x half2 "
-         "used as staged, no byte permute); scale and zero point in one 32-bit word"),
-    Rung(4, ("w4a16_gemv",), "our best GEMV",
-         "persistent grid, tiles of several weight rows sharing each x load, K split across the warps of a block, x "
-         "through L1 instead of a per-block shared copy, odd nibbles masked in place (one shift per word)"),
-    Rung(5, ("wg_w4a16", "tc_w4a16"), "tensor cores",
-         "dequantize to fp16 and multiply on tensor cores (wgmma on sm_90a, mma.sync elsewhere)", m_from=16),
-)
 
 SOURCE = "gemv_w4_ladder.cu"
 WARPS = 4  # per block, one output row each (the chapter's geometry)
@@ -96,11 +70,6 @@ def _spec(rung: Rung) -> KernelSpec:
 
 
 SPECS: tuple[KernelSpec, ...] = tuple(_spec(r) for r in RUNGS if r.kernels[0] in DEFS)
-
-
-def rung_of(kernel: str) -> Rung | None:
-    """The rung a registered kernel belongs to (None: not on the ladder)."""
-    return next((r for r in RUNGS if kernel in r.kernels), None)
 
 
 # ---------------------------------------------------------------- shapes, layouts, launches

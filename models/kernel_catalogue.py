@@ -34,7 +34,7 @@ class KernelEntry:
 
     name: str
     scheme: str
-    role: str  # "reference", "optimized", "peer"
+    role: str  # "reference", "ladder", "optimized", "peer"
     backend: str  # "nvrtc", "cublas", "torch"
     m_min: int
     m_max: int

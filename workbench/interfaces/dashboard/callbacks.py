@@ -111,6 +111,7 @@ BUILDERS = {
     "attribution": views_breakdown.attribution_view,
     "recommend": views_lessons.recommend_view,
     "quant": views_lessons.quant_error_view,
+    "ladder": views_lessons.ladder_view,
 }
 
 

@@ -10,10 +10,15 @@ Inputs (fractions and SI units):
   best_measured, kernel, time_s, margin, tie, best_predicted). One row of the figure per shape: the measured winner per
   batch as a filled marker in its scheme's colour (a ring marks a margin inside the noise), the predicted winner as an
   open marker just below.
+- `ladder(rows, rungs)`: measured points (kernel, M, time_measured_s) at one GPU, shape and mode, and the rungs of
+  the W4A16 tricks ladder (models.ladder.RUNGS: index, kernels, trick, adds, m_from). Two panels, one bar per batch
+  (M = 1, 4, 16): each rung's speedup over rung 0 (the chapter's kernel), and its time per call; a rung's time is the
+  fastest of its kernels measured at that batch (`ladder_table`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -100,3 +105,65 @@ def scheme_per_batch(tables: pd.DataFrame, title: str = "") -> Any:
         "height": 160 + 70 * len(shapes),
     }
     return style.make_figure(traces, layout)
+
+
+LADDER_BATCHES = (1, 4, 16)
+LADDER_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2")  # one per batch shown
+
+
+def ladder_table(rows: pd.DataFrame, rungs: Sequence[Any], batches: Sequence[int] = LADDER_BATCHES) -> pd.DataFrame:
+    """One row per (rung, batch) measured: rung, label, M, kernel (the rung's fastest), time_s, speedup over rung 0
+    at the same batch (NaN where rung 0 was not measured). Rungs below their m_from are left out."""
+    cols = ["rung", "label", "M", "kernel", "time_s", "speedup"]
+    out = []
+    for M in batches:
+        at = rows[rows["M"] == M]
+        base = np.nan
+        for r in rungs:
+            mine = at[at["kernel"].astype(str).isin(list(r.kernels))]
+            if M < r.m_from or mine.empty:
+                continue
+            best = mine.loc[mine["time_measured_s"].astype(float).idxmin()]
+            t = float(best["time_measured_s"])
+            if r.index == 0:
+                base = t
+            out.append({"rung": r.index, "label": f"{r.index} {r.trick}", "M": M, "kernel": str(best["kernel"]),
+                        "time_s": t, "speedup": base / t})
+    return pd.DataFrame(out, columns=cols)
+
+
+def ladder(rows: pd.DataFrame, rungs: Sequence[Any], batches: Sequence[int] = LADDER_BATCHES, title: str = "") -> Any:
+    """The W4A16 production-tricks ladder at one shape: speedup over rung 0 (top) and time per call (bottom)."""
+    table = ladder_table(rows, rungs, batches)
+    if table.empty:
+        return style.empty_figure("no kernel of the W4A16 ladder measured at this GPU, shape and mode "
+                                  "(bench/anchors.py or workbench profile measures them)", title)
+    labels = [f"{r.index} {r.trick}" for r in rungs]
+    adds = {f"{r.index} {r.trick}": r.adds for r in rungs}
+    speed, times = [], []
+    for i, M in enumerate(batches):
+        part = table[table["M"] == M]
+        if part.empty:
+            continue
+        color = LADDER_COLORS[i % len(LADDER_COLORS)]
+        custom = np.stack([part["kernel"].to_numpy(), (part["time_s"].to_numpy() * style.US).round(2).astype(str),
+                           part["label"].map(adds).to_numpy()], axis=1)
+        common = dict(type="bar", x=part["label"].to_numpy(), name=f"M = {M}", legendgroup=f"M{M}",
+                      marker={"color": color}, customdata=custom)
+        speed.append({**common, "y": part["speedup"].to_numpy(dtype=float),
+                      "text": [f"{v:.2f}×" if np.isfinite(v) else "" for v in part["speedup"]],
+                      "textposition": "outside",
+                      "hovertemplate": f"M = {M}: %{{customdata[0]}}<br>%{{y:.2f}}× the chapter's kernel, "
+                                       "%{customdata[1]} µs<br>adds: %{customdata[2]}<extra></extra>"})
+        times.append({**common, "y": part["time_s"].to_numpy(dtype=float) * style.US, "showlegend": False,
+                      "hovertemplate": f"M = {M}: %{{customdata[0]}}<br>%{{customdata[1]}} µs<extra></extra>"})
+    xaxis = {"categoryorder": "array", "categoryarray": labels, "type": "category"}
+    panels = [
+        style.Panel(speed, dict(xaxis), {"title": {"text": "speedup over rung 0 (×)"}, "rangemode": "tozero"},
+                    title="each trick's speedup over the chapter's kernel"),
+        style.Panel(times, {**xaxis, "title": {"text": "rung (each adds one trick to the one before)"}},
+                    {"title": {"text": style.TIME_AXIS}, "type": "log"}, title="time per call"),
+    ]
+    layout = {"title": {"text": title or "The W4A16 production-tricks ladder"}, "barmode": "group",
+              "legend": {"title": {"text": "batch"}}}
+    return style.compose(panels, 2, 1, layout, vspace=0.14)

@@ -31,6 +31,7 @@ ERROR = "fig-error"
 ATTRIBUTION = "fig-attribution"
 RECOMMEND = "fig-recommend"
 QUANT = "fig-quant"
+LADDER = "fig-ladder"
 CLOCKS = "fig-clocks"
 GPU_COMPARE = "fig-gpu-compare"
 ROLLUP = "fig-rollup"
@@ -55,6 +56,7 @@ TAB_VALUES = (
     "attribution",
     "recommend",
     "quant",
+    "ladder",
     "clocks",
     "compare",
     "rollup",
@@ -69,6 +71,7 @@ FIGURES = {
     "attribution": ATTRIBUTION,
     "recommend": RECOMMEND,
     "quant": QUANT,
+    "ladder": LADDER,
     "clocks": CLOCKS,
     "compare": GPU_COMPARE,
     "rollup": ROLLUP,

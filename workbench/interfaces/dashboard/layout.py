@@ -36,6 +36,7 @@ TAB_LABELS = {
     "attribution": "Attribution",
     "recommend": "Scheme per batch",
     "quant": "Quantization error",
+    "ladder": "Tricks ladder",
     "clocks": "Clocks",
     "compare": "GPU comparison",
     "rollup": "Whole model",
@@ -43,7 +44,7 @@ TAB_LABELS = {
     "table": "Data table",
 }
 GRAPH_HEIGHTS = {"roofline": "640px", "error": "auto", "attribution": "auto", "recommend": "560px", "quant": "600px",
-                 "clocks": "660px",
+                 "ladder": "680px", "clocks": "660px",
                  "compare": "560px", "rollup": "auto"}  # fmt: skip
 
 

@@ -1,6 +1,8 @@
-"""The chapter's closing lessons as dashboard views (issue 20): which scheme to pick per batch, and what accuracy each
-byte of a quantization format buys. Figures come from `fig_lessons`; the tables from `workbench.analysis.recommend` and
-`workbench.analysis.quant_error` (the same functions as `workbench recommend` and `workbench quant-error`)."""
+"""The chapter's closing lessons as dashboard views (issue 20): which scheme to pick per batch, what accuracy each
+byte of a quantization format buys, and what each production trick of a W4A16 kernel buys (issue 14: the rungs of
+models.ladder.RUNGS, from the measured rows). Figures come from `fig_lessons`; the tables from
+`workbench.analysis.recommend` and `workbench.analysis.quant_error` (the same functions as `workbench recommend` and
+`workbench quant-error`)."""
 
 from __future__ import annotations
 
@@ -43,3 +45,17 @@ def recommend_view(data: DashboardData, frames: Frames, sel: Selection):
     switch = recommend.describe(recommend.switch_points(table))
     title = f"Fastest scheme per batch — {gpu_label(data, sel.primary)} · {n}×{k} · {sel.mode} · measured: {switch}"
     return fig_lessons.scheme_per_batch(table, title=title)
+
+
+def ladder_view(data: DashboardData, frames: Frames, sel: Selection):
+    from models.ladder import RUNGS  # the rung order and tricks (not the kernel registry)
+
+    if sel.model:
+        raise InputError("the tricks ladder is per layer shape: pick a shape N×K in the shape box")
+    n, k = (int(v) for v in sel.shape.split("x"))
+    df = frames.latest
+    rows = df[(df["gpu_key"].astype(str) == sel.primary) & (df["N"] == n) & (df["K"] == k)
+              & (df["mode"].astype(str) == sel.mode)]
+    title = (f"W4A16 production-tricks ladder — {gpu_label(data, sel.primary)} · {n}×{k} · {sel.mode}: "
+             "what each trick buys over the chapter's kernel")
+    return fig_lessons.ladder(rows, RUNGS, title=title)
