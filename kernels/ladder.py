@@ -10,7 +10,7 @@ Role "ladder" is, for every selection, an ordinary kernel of its scheme, like "r
 picks a rung as the best W4A16 kernel only where it measured fastest.
 
 Launch geometry of rungs 1-3 (that of the chapter's kernel): one warp per output row, 4 warps per block, grid
-ceil(N / 4); x staged in shared memory in K-tiles (`gemv.x_tile`: all of K at M = 1 when it fits in 48 KB, else tiles
+ceil(N / 4); x staged in shared memory in K-tiles (`xstage.x_tile`: all of K at M = 1 when it fits in 48 KB, else tiles
 of >= 1024 columns so that every lane has a 32-weight chunk per tile); the group size compiled in as W4_GROUP.
 CuPy is imported inside functions only.
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels import build, gemv, pack_w4, problems, quant
+from kernels import build, gemv, pack_w4, problems, quant, xstage
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 from models.kernel_terms import KernelFacts, m_tiles_from
@@ -96,8 +96,8 @@ def options(mb: int, group_size: int) -> tuple[str, ...]:
 def x_tile(name: str, mb: int, K: int) -> tuple[int, int]:
     """(K-tile columns, dynamic shared memory bytes) of a launch with mb staged rows."""
     d = DEFS[name]
-    kt = gemv.x_tile(K, mb, d.elem_bytes, d.pad, MIN_TILE)
-    return kt, gemv.x_smem_bytes(kt, mb, d.elem_bytes, d.pad)
+    kt = xstage.x_tile(K, mb, d.elem_bytes, d.pad, MIN_TILE)
+    return kt, xstage.x_smem_bytes(kt, mb, d.elem_bytes, d.pad)
 
 
 def prepare_weights(name: str, w: quant.W4) -> tuple[Any, ...]:
@@ -117,7 +117,7 @@ def make_launch(name: str, M: int, N: int, K: int, group_size: int, xs: tuple[An
     mb = gemv.mb_for(M)
     func = build.function(SOURCE, DEFS[name].entry, options(mb, group_size))
     kt, smem = x_tile(name, mb, K)
-    gemv.allow_smem(func, smem)
+    xstage.allow_smem(func, smem)
     for a in xs + ws:
         if not a.flags.c_contiguous or a.data.ptr % 16:
             raise InputError(f"{name}: device arrays must be C-contiguous and 16-byte aligned")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import gemv, ladder, pack_w4, quant, registry
+from kernels import gemv, ladder, pack_w4, quant, registry, xstage
 from models.errors import InputError
 
 
@@ -41,15 +41,15 @@ def test_x_tiles_fit_and_cover_k(K):
         d = ladder.DEFS[name]
         for mb in gemv.MB_BINS:
             kt, smem = ladder.x_tile(name, mb, K)
-            assert kt == K or (kt % gemv.X_TILE_QUANTUM == 0 and kt >= ladder.MIN_TILE)
+            assert kt == K or (kt % xstage.X_TILE_QUANTUM == 0 and kt >= ladder.MIN_TILE)
             assert kt % 32 == 0 and 0 < kt <= K
             assert smem == mb * (kt + kt // 32 * d.pad) * d.elem_bytes
-            assert smem <= gemv.SMEM_BUDGET or kt == ladder.MIN_TILE
+            assert smem <= xstage.SMEM_BUDGET or kt == ladder.MIN_TILE
             assert smem <= 227 * 1024  # the H200's opt-in limit per block
     for mb in gemv.MB_BINS:  # the chapter's kernels: one tile at M = 1 whenever K floats fit in 48 KB
-        kt = gemv.x_tile(K, mb, 4)
-        assert gemv.x_smem_bytes(kt, mb, 4) <= gemv.SMEM_BUDGET
-        assert kt == K if mb * K * 4 <= gemv.SMEM_BUDGET else kt % gemv.X_TILE_QUANTUM == 0
+        kt = xstage.x_tile(K, mb, 4)
+        assert xstage.x_smem_bytes(kt, mb, 4) <= xstage.SMEM_BUDGET
+        assert kt == K if mb * K * 4 <= xstage.SMEM_BUDGET else kt % xstage.X_TILE_QUANTUM == 0
 
 
 def test_padded_staging_addresses():
