@@ -289,8 +289,8 @@ def test_kernel_tier_columns_are_wired_through(monkeypatch):
     itself is tested by hand in test_kernel_tier_hand.py, so a fake with known numbers stands in for it here."""
     seen = {}
 
-    def fake(points, cals):
-        seen["points"], seen["cals"] = points.copy(), cals
+    def fake(points, cals, params):
+        seen["points"], seen["cals"], seen["params"] = points.copy(), cals, params
         return points.assign(
             time_kernel_s=[5e-6, 20e-6, 8e-6], attr_fixed_s=[1e-6, 2e-6, 3e-6], attr_fixup_s=[0.5e-6, 0.0, 0.0],
             attr_memory_s=[3e-6, 15e-6, 4e-6], attr_alu_s=[0.5e-6, 1e-6, 0.0], attr_tensor_s=[0.0, 2e-6, 1e-6],
@@ -300,8 +300,10 @@ def test_kernel_tier_columns_are_wired_through(monkeypatch):
     monkeypatch.setattr("workbench.analysis.compare.kernel_tier", fake)
     rows = [point("bf16_gemv", "bf16", 1, 10e-6, bytes=40e6), point("bf16_gemv", "bf16", 2, 16e-6, mode="hot"),
             point("bf16_gemv", "bf16", 4, 20e-6, bytes=0.0)]
-    cmp = compare_points(frame(rows), calibrations=CAL)
+    table = object()  # the caller's parameter table is handed through untouched
+    cmp = compare_points(frame(rows), calibrations=CAL, params=table)
     given = seen["points"]
+    assert seen["params"] is table
     assert list(given.columns) == ["gpu", "kernel", "M", "N", "K", "mode", "bytes"]
     assert list(given["mode"]) == ["cold", "hot", "cold"] and list(given["M"]) == [1, 2, 4]
     # the stored bytes where finite and > 0 (40e6), else the model's: 33_554_432 + M·8192·2 at M = 2 and 4

@@ -115,7 +115,8 @@ def _predict(points: pd.DataFrame, calibrations: Mapping[str, Any], sm_clock_hz:
 
 
 # ---------------------------------------------------------------------------------------------------- comparison
-def compare_points(measured: pd.DataFrame, *, calibrations: Mapping[str, Any] | None = None) -> pd.DataFrame:
+def compare_points(measured: pd.DataFrame, *, calibrations: Mapping[str, Any] | None = None,
+                   params: Any = None) -> pd.DataFrame:
     """Join each measured point with its datasheet, calibrated and calibrated+floor predictions.
 
     `measured` has the columns of MEASUREMENT_COLUMNS (as `workbench.storage.store.load_measurements` returns them);
@@ -152,7 +153,7 @@ def compare_points(measured: pd.DataFrame, *, calibrations: Mapping[str, Any] | 
     kt = kernel_tier(pd.DataFrame({"gpu": points["gpu"], "kernel": df["kernel"].astype(str).to_numpy(),
                                    "M": points["M"], "N": points["N"], "K": points["K"], "mode": df["mode"].to_numpy(),
                                    "bytes": np.where(np.isfinite(stored) & (stored > 0), stored, pred["bytes"])}),
-                     cals)
+                     cals, params)
     pred["time_kernel_s"] = kt["time_kernel_s"].to_numpy(dtype="float64")
     out = pd.DataFrame(
         {

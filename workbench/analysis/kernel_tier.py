@@ -36,6 +36,13 @@ def params_path(root: str | Path | None = None) -> Path:
     return (Path(root) if root is not None else data_dir()) / PARAMS_FILE
 
 
+def params_for(root: str | Path | None = None) -> ParamTable:
+    """The kernel tier's parameters for a data directory: its own model/kernel-params.json when it holds one (what
+    `workbench model-fit --data-dir DIR` writes), else the shipped ones."""
+    own = params_path(root) if root is not None else None
+    return load_params(own if own is not None and own.is_file() else params_path())
+
+
 def kernel_facts() -> dict[str, KernelFacts]:
     """Kernel name -> its KernelFacts, for every registered kernel that declares them (from the kernel catalogue)."""
     return {name: e.facts for name, e in catalogue.shipped().items() if e.facts is not None}
@@ -104,13 +111,13 @@ def best_kernel_tier(points: pd.DataFrame, calibrations: Mapping[str, Calibratio
 
 
 def predict_tiers(points: pd.DataFrame, calibrations: Mapping[str, Calibration] | None = None,
-                  kernel: bool = True) -> pd.DataFrame:
+                  kernel: bool = True, table: ParamTable | None = None) -> pd.DataFrame:
     """`points` (gpu, scheme, M, N, K, optional group_size and any other columns) with the roofline tiers and, when
     `kernel`, the kernel tier of the fastest registered kernel of each scheme at each M (best_kernel_tier)."""
     from models.roofline import predict
 
     pred = predict(points, dict(calibrations) if calibrations else None)
-    return best_kernel_tier(pred, calibrations) if kernel else pred
+    return best_kernel_tier(pred, calibrations, table) if kernel else pred
 
 
 def fit_rows(measured: pd.DataFrame) -> pd.DataFrame:

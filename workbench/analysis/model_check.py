@@ -43,22 +43,24 @@ def _stats(err: np.ndarray) -> dict[str, Any]:
             "within_10pct": float(np.mean(a <= 0.10)), "mean_signed": float(np.mean(err))}
 
 
-def _prepared(measured: pd.DataFrame, calibrations: dict[str, Any]) -> pd.DataFrame:
+def _prepared(measured: pd.DataFrame, calibrations: dict[str, Any], params: Any = None) -> pd.DataFrame:
     rows = fit_rows(measured)
-    cmp = compare_points(rows.drop(columns=["gpu"]), calibrations=calibrations)
+    cmp = compare_points(rows.drop(columns=["gpu"]), calibrations=calibrations, params=params)
     cmp["bytes_read"] = rows["bytes"].astype("float64").to_numpy()
     return cmp
 
 
-def check(measured: pd.DataFrame, calibrations: dict[str, Any], holdout: pd.DataFrame | None = None) -> ModelCheck:
-    """The model-check tables for `measured` (and `holdout`, predicted with the shipped parameters only)."""
-    cmp = _prepared(measured, calibrations)
+def check(measured: pd.DataFrame, calibrations: dict[str, Any], holdout: pd.DataFrame | None = None,
+          params: Any = None) -> ModelCheck:
+    """The model-check tables for `measured` (and `holdout`), predicted with `params` (a ParamTable; None: the
+    shipped parameters); LOSO refits per fold."""
+    cmp = _prepared(measured, calibrations, params)
     loso_in = cmp.assign(gpu=cmp["gpu_key"].astype(str), bytes=cmp["bytes_read"],
                          time_median_s=cmp["time_measured_s"])
     cmp["time_kernel_loso_s"] = leave_one_shape_out(loso_in, kernel_facts(), gpu_lookup(calibrations)).to_numpy()
     frames = [("in sample", cmp, "time_kernel_s"), ("LOSO", cmp, "time_kernel_loso_s")]
     if holdout is not None and len(holdout):
-        frames.append(("holdout", _prepared(holdout, calibrations), "time_kernel_s"))
+        frames.append(("holdout", _prepared(holdout, calibrations, params), "time_kernel_s"))
     rows, pts = [], []
     for view, frame, kernel_col in frames:
         best = best_per_scheme(frame)

@@ -28,6 +28,7 @@ def load_comparison(data_dir: Path) -> tuple[pd.DataFrame, dict]:
     """(comparison of every measured point under data_dir, calibrations by gpu_key)."""
     from models.hardware import load_calibrations
     from workbench.analysis.compare import compare_points
+    from workbench.analysis.kernel_tier import params_for
     from workbench.storage.store import load_measurements
 
     cli_args.data_dir(data_dir)
@@ -37,7 +38,7 @@ def load_comparison(data_dir: Path) -> tuple[pd.DataFrame, dict]:
         from workbench.storage.store import empty_measurements
 
         measured = empty_measurements()
-    return compare_points(measured, calibrations=calibrations), calibrations
+    return compare_points(measured, calibrations=calibrations, params=params_for(data_dir)), calibrations
 
 
 def _check_filters(comparison: pd.DataFrame, gpu, scheme, kernel, shape, batch) -> list[tuple[int, int]]:

@@ -118,6 +118,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Model error per tier, scheme and batch range: in sample, leave-one-shape-out and on held-out files."""
         from models.paths import data_dir as default_dir
+        from workbench.analysis.kernel_tier import params_for
         from workbench.analysis.model_check import check, crossovers
         from workbench.interfaces.cli_args import write_csv
 
@@ -129,7 +130,7 @@ def register(app: typer.Typer) -> None:
                 raise InputError(f"--holdout {h}: no such file")
         measured, cals = _load(root)
         held = _load(root, list(holdout))[0] if holdout else None
-        result = check(measured, cals, held)
+        result = check(measured, cals, held, params_for(root))
         if as_json:
             print(json.dumps(result.summary.to_dict(orient="records"), indent=1))
         else:

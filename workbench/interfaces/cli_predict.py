@@ -4,7 +4,7 @@ line. Tables are formatted (µs, GB/s, TFLOP/s); `--csv` writes the same rows in
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import pandas as pd
 import typer
@@ -76,7 +76,7 @@ def _calibrations(tier: str, data_dir: Path | None, gpu_keys: list[str]) -> dict
 
 def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], shape: str | None,
                    model: str | None, baseline: str, group_size: int | None, tier: str,
-                   calibrations: dict) -> pd.DataFrame:
+                   calibrations: dict, params: Any = None) -> pd.DataFrame:
     """Per-GEMM predictions for the CLI: a bare shape, or each distinct layer of a model at M = batch."""
     from models.roofline import speedup
     from models.workloads import get_model
@@ -93,7 +93,7 @@ def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], 
     if group_size is not None:
         points["group_size"] = group_size
     # the kernel tier: the fastest registered kernel of each scheme at each M (kernel_predicted names it)
-    pred = predict_tiers(points, calibrations, kernel=tier == "kernel")
+    pred = predict_tiers(points, calibrations, kernel=tier == "kernel", table=params)
     pred = speedup(pred, baseline, TIERS[tier])
     pred["time_s"] = pred[TIERS[tier]]
     pred["achieved_bytes_per_s"] = pred["bytes"] / pred["time_s"]
@@ -211,7 +211,10 @@ def predict_command(
         if csv is not None:
             cli_args.write_csv(out, cli_args.csv_path(csv, "--csv"))
         return
-    pred = predict_points(gpu_keys, schemes, batches, shape, model, baseline, group_size, tier, cals)
+    from workbench.analysis.kernel_tier import params_for
+
+    pred = predict_points(gpu_keys, schemes, batches, shape, model, baseline, group_size, tier, cals,
+                          params_for(data_dir) if tier == "kernel" else None)
     what = model or (shape or DEFAULT_SHAPE)
     _print_points(pred, tier, f"{what}: predicted time per GEMM ({tier} roofline)")
     if csv is not None:

@@ -48,6 +48,7 @@ class DashboardData:
     hypotheses: pd.DataFrame  # workbench.analysis.hypotheses.evaluate_all verdict rows ("" frame when unavailable)
     rollups: pd.DataFrame  # models.rollup.rollup for every model × GPU × scheme on BATCH_GRID (all tiers)
     notes: list[str] = field(default_factory=list)  # what could not be loaded, shown on the page
+    params: Any = None  # the kernel tier's ParamTable (analysis.kernel_tier.params_for(data_dir)); None: the shipped
 
     @functools.cached_property
     def measured_gpus(self) -> list[str]:
@@ -100,7 +101,8 @@ def _valid_pairs(schemes: list[str], shapes: list[tuple[int, int]]) -> list[tupl
 
 
 def predict_grid(
-    gpu_keys: list[str], shapes: list[tuple[int, int]], calibrations: dict[str, Any], batches: tuple[int, ...]
+    gpu_keys: list[str], shapes: list[tuple[int, int]], calibrations: dict[str, Any], batches: tuple[int, ...],
+    params: Any = None,
 ) -> pd.DataFrame:
     """Predictions for every GPU × scheme × batch × shape (one vectorized call of the analysis layer's predict_tiers),
     with the kernel tier of the fastest registered kernel per scheme."""
@@ -126,7 +128,7 @@ def predict_grid(
         }
     )
     # the kernel tier: the fastest registered kernel of each scheme at each M on each GPU (kernel_predicted)
-    pred = predict_tiers(points, calibrations)
+    pred = predict_tiers(points, calibrations, table=params)
     pred = pred.rename(columns={"gpu": "gpu_key"}) if "gpu_key" not in pred.columns else pred
     return _categorize(pred.reset_index(drop=True))
 
@@ -163,6 +165,7 @@ def build_data(data_dir: str | Path) -> DashboardData:
     from models.hardware import load_calibrations, load_gpus
     from models.workloads import SHAPES, model_keys
     from workbench.analysis.compare import compare_points, latest_points
+    from workbench.analysis.kernel_tier import params_for
     from workbench.storage.store import load_measurements
 
     data_dir = Path(data_dir)
@@ -173,13 +176,14 @@ def build_data(data_dir: str | Path) -> DashboardData:
     calibrations = load_calibrations(data_dir) if (data_dir / "calibration").is_dir() else {}
     has_measurements = (data_dir / "measurements").is_dir()
     measurements = load_measurements(data_dir) if has_measurements else load_measurements([])
-    comparison = compare_points(measurements, calibrations=calibrations)
+    params = params_for(data_dir)  # its own fitted parameters, when model-fit wrote them there
+    comparison = compare_points(measurements, calibrations=calibrations, params=params)
     latest = latest_points(comparison)
     keys = list(model_keys())
     shapes = _shape_list(SHAPES.values() if isinstance(SHAPES, dict) else SHAPES, comparison)
     grid_shapes = sorted(set(shapes) | _model_shapes(keys))
     batches = tuple(sorted(set(BATCH_GRID) | set(int(m) for m in comparison["M"].unique())))
-    predictions = predict_grid(list(gpus), grid_shapes, calibrations, batches)
+    predictions = predict_grid(list(gpus), grid_shapes, calibrations, batches, params)
     try:
         # evaluated on the newest run of each point: the evaluator keeps only those anyway (best_per_scheme)
         verdicts = _load_hypotheses(data_dir, latest)
@@ -198,6 +202,7 @@ def build_data(data_dir: str | Path) -> DashboardData:
         model_keys=keys,
         hypotheses=verdicts,
         rollups=rollup_grid(keys, list(gpus), calibrations),
+        params=params,
         notes=notes,
     )
 
@@ -244,7 +249,7 @@ def parse_upload(data: DashboardData, filename: str, content: bytes) -> Upload:
     from workbench.interfaces.dashboard.uploads import read_measurements, tag_source
 
     measurements = read_measurements(filename, content)
-    comparison = compare_points(measurements, calibrations=data.calibrations)  # joined under the real kernel names
+    comparison = compare_points(measurements, calibrations=data.calibrations, params=data.params)  # real kernel names
     if comparison.empty:
         raise InputError(f"{filename}: no point is on a GPU of the catalogue (gpu_key empty or unknown)")
     return Upload(
