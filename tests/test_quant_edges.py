@@ -446,3 +446,18 @@ def test_fake_quantize_fp8_with_fp16_scales_and_a_scale_that_rounds_to_zero():
     with np.errstate(divide="ignore"):  # ±1e-6 / 0
         tiny = quant.fake_quantize(np.array([[1e-6, -1e-6]]), C("int8", "channel"))
     assert tiny.tolist() == [[0.0, 0.0]]
+
+
+def test_fp8_block_refusals_and_a_non_square_block_by_hand():
+    for bad in ((0, 128), (128,), (128, 0)):
+        with pytest.raises(InputError) as err:
+            quant.quantize_fp8(np.ones((4, 4)), "block", block=bad)
+        assert str(err.value) == f"fp8 block must be two positive sizes (rows, columns), got {bad!r}"
+    # (1, 2) blocks of a 2x4 weight: amax 448, 224 / 112, 56 → scales amax/448 = 1, 0.5 / 0.25, 0.125 (exact)
+    w = np.array([[448.0, -224.0, 224.0, 112.0], [112.0, 56.0, -56.0, 28.0]])
+    q = quant.quantize_fp8(w, "block", block=(1, 2))
+    assert q.scales.tolist() == [[1.0, 0.5], [0.25, 0.125]] and q.block == (1, 2)
+    # w / scale = 448, -224, 448, 224 / 448, 224, -448, 224: every one an e4m3 value → exact round trip
+    assert quant.decode_e4m3(q.codes).tolist() == [[448.0, -224.0, 448.0, 224.0], [448.0, 224.0, -448.0, 224.0]]
+    assert quant.dequantize_fp8(q).tolist() == w.tolist()
+    assert quant.quantize_fp8(w, "block", block=(1, 1)).scales.shape == (2, 4)
