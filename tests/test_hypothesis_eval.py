@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.compare_fixtures import GPU, calibration, frame, point
@@ -282,3 +283,152 @@ def test_model_error_filters_stats_and_label():
     assert r["verdict"] == "inconclusive" and r["detail"].endswith(": no predicted points (no calibration?) or no "
                                                                    "measured points")
     assert np.isnan(r["value"])
+
+
+# ------------------------------------------------------------------------------------------------ follow-up (M2)
+# Survivors of the Dec 3 re-measurement: boundaries of the rules, ours_only, instances after a missing one.
+def test_decide_boundaries_of_within_and_a_half_missing_interval():
+    assert decide(1.5, 2.0, "within", (1.0, 4.0)) == ("pass", 0.5)  # min(1.5 − 1, 4 − 2) = 0.5
+    assert decide(4.0, 4.5, "within", (1.0, 4.0)) == ("inconclusive", 0.0)  # low on b: not a fail
+    v, m = decide(3.0, float("nan"), "<=", (2.0,))  # a finite low above x with a NaN high: still inconclusive
+    assert v == "inconclusive" and math.isnan(m)
+
+
+def test_abs_error_interval_without_p10_p90_collapses_to_the_median():
+    from workbench.analysis.hypothesis_eval import abs_error_interval
+
+    nan = np.array([np.nan])
+    mid, low, high = abs_error_interval(np.array([1.5]), np.array([1.0]), nan, nan)  # |1.5 / 1 − 1| = 0.5
+    assert (mid[0], low[0], high[0]) == (0.5, 0.5, 0.5)
+
+
+def rows_of(times, spread=0.0, **kw):
+    """cuBLAS bf16 (peer) and w4a16_gemv rows per batch: times = {M: (t_bf16, t_w4)}."""
+    out = []
+    for m, (tb, tw) in times.items():
+        out.append(point("cublas_bf16", "bf16", m, tb, spread=spread, role="peer", **kw))
+        out.append(point("w4a16_gemv", "w4a16", m, tw, spread=spread, **kw))
+    return out
+
+
+def test_monotonic_rule_at_its_boundaries_by_hand():
+    mono = dict(a="w4a16", b="bf16", batches=(1, 32))
+    # 3 → 1.5 → 2: the step 1.5 → 2 rises although 2 is below the first 3 → fail
+    assert ev(hyp("monotonic", **mono), pair({1: (12e-6, 4e-6), 4: (12e-6, 8e-6), 32: (12e-6, 6e-6)},
+                                              spread=0.0)).iloc[0]["verdict"] == "fail"
+    # 3 → 1.5 → 1.5 (no noise): no rise, last 1.5 < first 3 → pass; last/first = 1.5 / 3 = 0.5 at both ends
+    r = ev(hyp("monotonic", **mono), pair({1: (12e-6, 4e-6), 4: (12e-6, 8e-6), 32: (12e-6, 8e-6)},
+                                          spread=0.0)).iloc[0]
+    assert r["verdict"] == "pass" and (r["low"], r["value"], r["high"]) == pytest.approx((0.5, 0.5, 0.5))
+    # 2 → 2 (no noise): no rise and no decisive drop → inconclusive
+    flat = ev(hyp("monotonic", a="w4a16", b="bf16", batches=(1, 4)), pair({1: (12e-6, 6e-6), 4: (12e-6, 6e-6)},
+                                                                           spread=0.0)).iloc[0]
+    assert flat["verdict"] == "inconclusive"
+    # 2 → 1 exactly (12/6, 12/12): last/first = 0.5 = 1 − min_drop 0.5 → the limit itself passes
+    exact = pair({1: (12e-6, 6e-6), 4: (12e-6, 12e-6)}, spread=0.0)
+    r = ev(hyp("monotonic", a="w4a16", b="bf16", batches=(1, 4), min_drop=0.5), exact).iloc[0]
+    assert r["verdict"] == "pass" and r["value"] == 0.5
+    # with 1 % noise, 3 → 1.5: last/first in [(11.88/8.08)/(12.12/3.96), (12.12/7.92)/(11.88/4.04)]
+    # = [0.48040, 0.52040], median 0.5; min_drop 0.51 → limit 0.49: the best case reaches it, the worst does not
+    noisy = pair({1: (12e-6, 4e-6), 4: (12e-6, 8e-6)}, spread=0.01)
+    r = ev(hyp("monotonic", a="w4a16", b="bf16", batches=(1, 4), min_drop=0.51), noisy).iloc[0]
+    assert r["verdict"] == "inconclusive"
+    assert (r["low"], r["value"], r["high"]) == pytest.approx(((11.88 / 8.08) / (12.12 / 3.96), 0.5,
+                                                               (12.12 / 7.92) / (11.88 / 4.04)), rel=1e-12)
+
+
+def test_monotonic_mirror_interval_and_predicted_rule_on_its_own_numbers():
+    # bf16 over w4a16: 12/6 → 12/12 = 0.5 → 1, non-decreasing; mirrored 2 → 1: last/first 0.5 at both ends
+    h = hyp("monotonic", a="cublas_bf16", b="w4a16_gemv", batches=(1, 4), trend="non-decreasing")
+    r = ev(h, pair({1: (12e-6, 6e-6), 4: (12e-6, 12e-6)}, spread=0.0)).iloc[0]
+    assert r["verdict"] == "pass" and (r["low"], r["value"], r["high"]) == pytest.approx((0.5, 0.5, 0.5))
+    # measured speedup rises 12/4 = 3 → 12/2 = 6 (fail); the predicted floor-tier speedup falls with M (pass)
+    res = ev(hyp("monotonic", a="w4a16", b="bf16", batches=(1, 4)), pair({1: (12e-6, 4e-6), 4: (12e-6, 2e-6)}),
+             sources=("measured", "predicted"))
+    assert list(res["verdict"]) == ["fail", "pass"]
+
+
+def test_passing_monotonic_instances_report_the_smallest_margin():
+    rows = rows_of({1: (12e-6, 6e-6), 4: (12e-6, 12e-6)})  # 2 → 1: last/first 0.5, margin 1 − 0.5
+    rows += rows_of({1: (12e-6, 6e-6), 4: (12e-6, 7.5e-6)}, N=8192)  # 2 → 1.6: last/first 0.8, margin 0.2
+    cmp = compare_points(frame(rows), calibrations=CAL)
+    r = ev(hyp("monotonic", a="w4a16", b="bf16", batches=(1, 4)), cmp).iloc[0]
+    assert r["verdict"] == "pass" and r["n"] == 2
+    assert r["detail"] == "8192x4096 M=1..4: 2 → 1.6 (last/first 0.8)" and r["value"] == pytest.approx(0.8)
+    # crossovers per shape: 4096x4096 reaches 12/12 = 1 at M = 4; 8192x4096 never does (∞)
+    c = ev(hyp("crossover", a="w4a16", b="bf16", op=">=", threshold=(2.0,)), cmp).iloc[0]
+    assert c["evidence"] == "4096x4096 (batches ≤ 4): 4; 8192x4096 (batches ≤ 4): inf"
+    # a throttled first shape does not stop the second one
+    thr = compare_points(frame(rows_of({1: (12e-6, 6e-6), 4: (12e-6, 12e-6)}, throttled=True)
+                               + rows_of({1: (12e-6, 6e-6), 4: (12e-6, 7.5e-6)}, N=8192)), calibrations=CAL)
+    t = ev(hyp("monotonic", a="w4a16", b="bf16", batches=(1, 4)), thr).iloc[0]
+    assert t["n"] == 2 and t["evidence"] == ("4096x4096 M=1..4: throttled point in range; "
+                                             "8192x4096 M=1..4: 2 → 1.6 (last/first 0.8)")
+
+
+OURS_AND_PEER = [point("cublas_bf16", "bf16", 1, 12e-6, role="peer"),
+                 point("cublas_bf16", "bf16", 4, 12e-6, role="peer"),
+                 point("w4a16_gemv", "w4a16", 1, 4e-6), point("w4a16_gemv", "w4a16", 4, 12e-6),
+                 point("tc_w4a16", "w4a16", 1, 3e-6, role="peer"), point("tc_w4a16", "w4a16", 4, 4e-6, role="peer")]
+
+
+def test_ours_only_reaches_every_kind():
+    cmp = compare_points(frame(OURS_AND_PEER), calibrations=CAL)
+    side = dict(a="w4a16", b="cublas_bf16", ours_only=True)
+    # speedup at M=1: ours 12/4 = 3 (the peer tc_w4a16 would give 12/3 = 4)
+    s = ev(hyp("speedup", batches=(1,), op=">=", threshold=(3.5,), **side), cmp).iloc[0]
+    assert s["verdict"] == "fail" and s["value"] == pytest.approx(3.0)
+    m = ev(hyp("monotonic", batches=(1, 4), **side), cmp).iloc[0]  # ours 3 → 12/12 = 1 (with the peer 4 → 3)
+    assert m["detail"] == "4096x4096 M=1..4: 3 → 1 (last/first 0.3333)"
+    c = ev(hyp("crossover", op="<=", threshold=(4.0,), **side), cmp).iloc[0]  # ours reach 1 at M=4 (peer: never)
+    assert c["verdict"] == "pass" and c["value"] == 4.0
+    # bandwidth of ours at M=1: 8_732_672 B / 4 µs / 4.4e12 B/s = 49.62 % (the peer's 3 µs would give 66.16 %)
+    b = ev(hyp("bandwidth", a="w4a16", ours_only=True, batches=(1,), op=">=", threshold=(0.5,)), cmp).iloc[0]
+    assert b["value"] == pytest.approx(W4_M1 / 4e-6 / 4.4e12 * 100, rel=1e-12) and b["verdict"] == "fail"
+
+
+def test_instances_after_a_missing_one_are_still_evaluated():
+    cmp = compare_points(frame(OURS_AND_PEER), calibrations=CAL)
+    b = ev(hyp("bandwidth", a="w4a16_gemv", batches=(1, 2, 4), op=">=", threshold=(0.1,)), cmp).iloc[0]
+    assert b["n"] == 3 and b["evidence"].split("; ")[1:] == ["4096x4096 M=2: not measured", "4096x4096 M=4: 16.63"]
+    # M=4 bytes = 8_732_672 + 3·(4096·2 + 4096·2) (three more rows of x and y) = 8_781_824; / 12 µs / 4.4e12 = 16.63 %
+    nocal = compare_points(frame(OURS_AND_PEER))
+    n = ev(hyp("bandwidth", a="w4a16_gemv", batches=(1, 4), op=">=", threshold=(0.1,)), nocal).iloc[0]
+    assert n["n"] == 2 and n["evidence"] == ("4096x4096 M=1: no calibration for this GPU; "
+                                             "4096x4096 M=4: no calibration for this GPU")
+    two = dict(a="w4a16_gemv", b="cublas_bf16", shapes=((2048, 4096), (4096, 4096)))
+    c = ev(hyp("crossover", op="<=", threshold=(4.0,), **two), cmp).iloc[0]
+    assert c["n"] == 2 and c["evidence"] == "2048x4096: not measured for both sides; 4096x4096 (batches ≤ 4): 4"
+    m = ev(hyp("monotonic", batches=(1, 4), **two), cmp).iloc[0]
+    assert m["n"] == 2 and m["evidence"].endswith("; 4096x4096 M=1..4: 3 → 1 (last/first 0.3333)")
+
+
+def test_evaluate_without_data_without_hypotheses_and_source_order():
+    h = hyp("speedup", a="w4a16", b="bf16", batches=(1,), op=">=", threshold=(2.0,))
+    res = ev(h, pd.DataFrame(), sources=("measured", "predicted"))  # no columns at all
+    assert list(res["source"]) == ["measured", "predicted"] and list(res["gpu_key"]) == ["", ""]
+    assert set(res["detail"]) == {"no measured data for this GPU"} and set(res["verdict"]) == {"inconclusive"}
+    hot = ev(hyp("speedup", a="w4a16", b="bf16", batches=(1,), op=">=", threshold=(2.0,), mode="hot"),
+             pair({1: (13e-6, 4e-6)}), sources=("measured", "predicted"))
+    assert list(hot["source"]) == ["measured", "predicted"]
+    assert list(evaluate_hypotheses([], pair({1: (13e-6, 4e-6)})).columns) == list(RESULT_COLUMNS)
+    me = ev(hyp("model_error", tier="datasheet", op="<=", threshold=(0.9,)), pair({1: (13e-6, 4e-6)}),
+            sources=("predicted", "measured"))
+    assert list(me["source"]) == ["measured"]
+
+
+def test_model_error_median_in_percent_over_the_scoped_shape():
+    t_cal = BF16_M1 / 4.4e12  # the calibrated tier of bf16 at M=1, 4096x4096: bytes / read bandwidth
+    rows = [point("cublas_bf16", "bf16", 1, 2 * t_cal, role="peer"),  # |t_cal / (2 t_cal) − 1| = 0.5
+            point("bf16_gemv", "bf16", 1, 4 / 3 * t_cal),  # |0.75 − 1| = 0.25
+            point("cublas_bf16", "bf16", 1, 1e-3, N=8192, role="peer"),  # other shapes: scoped out
+            point("cublas_bf16", "bf16", 1, 1e-3, K=8192, role="peer")]
+    cmp = compare_points(frame(rows), calibrations=CAL)
+    h = hyp("model_error", a="bf16", tier="calibrated", op="<=", threshold=(0.4,), shapes=((4096, 4096),))
+    r = ev(h, cmp).iloc[0]
+    # median of 0.5 and 0.25 = 0.375 → 37.5 %, no noise: low = high
+    assert r["detail"] == "median |error| of the calibrated tier over 2 points (0 throttled excluded): 37.5"
+    assert (r["low"], r["value"], r["high"]) == pytest.approx((37.5, 37.5, 37.5)) and r["verdict"] == "pass"
+    nocal = ev(hyp("model_error", tier="calibrated", op="<=", threshold=(0.9,)), compare_points(frame(rows))).iloc[0]
+    assert nocal["detail"] == ("median |error| of the calibrated tier over 0 points (0 throttled excluded): "
+                               "no predicted points (no calibration?) or no measured points")

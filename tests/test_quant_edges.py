@@ -359,3 +359,105 @@ def test_random_distributions_cover_their_ranges():
     assert (f.codes & 0x7F).min() == 0  # code 0 (and 0x80) drawn too
     negative = float((f.codes & 0x80).astype(bool).mean())
     assert 0.48 < negative < 0.52  # signs are fair coin flips
+
+
+# ------------------------------------------------------------------------------------------------ fake_quantize
+# Hand-worked cases of kernels.quant.Choice / fake_quantize (Dec 3 re-measurement survivors).
+C = quant.Choice
+
+
+def test_fake_quantize_asymmetric_zero_point_fp16_versus_int4_by_hand():
+    # range [-1.25, 6.25] → span 7.5, scale 7.5/15 = 0.5 (exact in fp16)
+    w = np.array([[-1.25, 0.0, 6.25, 2.0]])
+    # fp16 zero: -lo/s = 2.5 kept; w/0.5 + 2.5 = 0, 2.5, 15, 6.5 → rint (ties to even) 0, 2, 15, 6;
+    # (code − 2.5)·0.5 = -1.25, -0.25, 6.25, 1.75
+    fp16_zero = quant.fake_quantize(w, C("int4", "channel", symmetric=False, zero="fp16"))
+    assert fp16_zero.tolist() == [[-1.25, -0.25, 6.25, 1.75]]
+    # int4 zero: rint(2.5) = 2; w/0.5 + 2 = -0.5, 2, 14.5, 6 → 0 (-0.5 ties to -0), 2, 14, 6; (code − 2)·0.5
+    int4_zero = quant.fake_quantize(w, C("int4", "channel", symmetric=False, zero="int4"))
+    assert int4_zero.tolist() == [[-1.0, 0.0, 6.0, 2.0]]
+    # the fp16 zero is rounded to fp16: span 7.5 again, s = 0.5, -lo/s = 2.5002 → fp16 2.5 (step 2^-9 there);
+    # -1.2501/0.5 + 2.5 = -0.0002 → 0 → (0 − 2.5)·0.5 = -1.25; 12.4998 + 2.5 → 15 → 6.25
+    w2 = np.array([[-1.2501, 6.2499]])
+    assert quant.fake_quantize(w2, C("int4", "channel", symmetric=False, zero="fp16")).tolist() == [[-1.25, 6.25]]
+
+
+def test_fake_quantize_all_positive_row_keeps_zero_in_range_and_the_zero_point_clips_to_its_storage():
+    # all positive: lo is held at 0, so span 7.5, scale 0.5, zero 0; codes 1, 2, 4, 15 → exact
+    pos = np.array([[0.5, 1.0, 2.0, 7.5]])
+    assert quant.fake_quantize(pos, C("int4", "channel", symmetric=False, zero="int4")).tolist() == pos.tolist()
+    # int8 codes with a 4-bit zero: span 127.5 / 255 = 0.5, -lo/s = 255 clips to 15;
+    # -127.5/0.5 + 15 = -240 → code 0 → (0 − 15)·0.5 = -7.5; 0/0.5 + 15 = 15 → 0
+    neg = np.array([[-127.5, 0.0, 0.0, 0.0]])
+    out = quant.fake_quantize(neg, C("int8", "channel", symmetric=False, zero="int4"))
+    assert out.tolist() == [[-7.5, 0.0, 0.0, 0.0]]
+
+
+def test_fake_quantize_all_zero_rows_give_zeros_not_nan():
+    z = np.zeros((2, 4))
+    for choice in (C("int8", "channel"), C("int4", "group", 4), C("fp8", "channel", scale_dtype="fp32"),
+                   C("int4", "channel", symmetric=False, zero="int4")):
+        assert quant.fake_quantize(z, choice).tolist() == z.tolist()
+
+
+def test_fake_quantize_bf16_scale_by_hand():
+    # amax 1.1: 1.1/127 = 2^-7 · 1.108661; bf16 keeps 7 fraction bits: 1.108661·128 = 141.91 → 142 → s = 142/16384;
+    # 1.1/s = 126.92 → code 127 → 127·142/16384 = 18034/16384 = 1.1007080078125 (fp16 would give 1.0997391)
+    out = quant.fake_quantize(np.array([[1.1, 0.0, 0.0, 0.0]]), C("int8", "channel", scale_dtype="bf16"))
+    assert out[0, 0] == 18034 / 16384 and out[0, 1:].tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("choice, message", [
+    (C("int3", "channel"), "unknown format 'int3'; valid: int4, int8, fp8"),
+    (C("int8", "row"), "unknown granularity 'row'; valid: tensor, channel, group, block"),
+    (C("int8", "block", 0), "block granularity needs a positive size, got 0"),
+    (C("int8", "group", True), "group granularity needs a positive size, got True"),
+    (C("int8", "channel", scale_dtype="fp64"), "unknown scale dtype 'fp64'; valid: fp16, bf16, fp32"),
+    (C("int8", "channel", symmetric=False), "a symmetric choice stores no zero point and an asymmetric one stores it "
+                                            "as one of int4, int8, fp16; got symmetric=False, zero='none'"),
+    (C("fp8", "channel", symmetric=False, zero="int8"), "zero points apply to int4/int8 only, stored as int4, int8, "
+                                                        "fp16; got fp8 with zero='int8'"),
+    (C("int8", "channel", symmetric=False, zero="int2"), "zero points apply to int4/int8 only, stored as int4, int8, "
+                                                         "fp16; got int8 with zero='int2'"),
+])  # fmt: skip
+def test_choice_check_messages_word_for_word(choice, message):
+    with pytest.raises(InputError) as err:
+        choice.check()
+    assert str(err.value) == message
+
+
+def test_block_and_group_of_one_are_accepted_and_a_weight_must_be_2d():
+    w = np.array([[0.3, -2.0], [5.0, 0.0]])
+    # one element per scale: every nonzero value is its own amax → code ±127 → exact up to the fp32 scale
+    assert quant.fake_quantize(w, C("int8", "block", 1, scale_dtype="fp32")) == pytest.approx(w, rel=1e-7)
+    assert quant.fake_quantize(w, C("int8", "group", 1, scale_dtype="fp32")) == pytest.approx(w, rel=1e-7)
+    with pytest.raises(InputError) as err:
+        quant.fake_quantize(np.ones(3), C("int8", "channel"))
+    assert str(err.value) == "weight must be a 2-D array, got shape (3,)"
+
+
+def test_fake_quantize_fp8_with_fp16_scales_and_a_scale_that_rounds_to_zero():
+    # fp8 per channel, fp16 scale: 1/448 = 2^-9 · 1.142857; 10 fraction bits: 1170.29 → 1170 → s = 1170 / 2^19;
+    # 0.5/s = 224.06 → e4m3 224 (step 16 in [128, 256)) → 224·1170/2^19 = 0.4998779296875 (fp32 scale: 0.50000002)
+    out = quant.fake_quantize(np.array([[1.0, 0.5, 0.0, 0.0]]), C("fp8", "channel"))
+    assert out[0, 1] == 224 * 1170 / 2**19
+    # int8, fp16 scale: 1e-6/127 = 7.9e-9 is below half the smallest fp16 subnormal (2^-25 = 3.0e-8) → s = 0;
+    # the codes clip to ±127 (u/s = ±inf) and 127·0 = 0: zeros, not NaN
+    with np.errstate(divide="ignore"):  # ±1e-6 / 0
+        tiny = quant.fake_quantize(np.array([[1e-6, -1e-6]]), C("int8", "channel"))
+    assert tiny.tolist() == [[0.0, 0.0]]
+
+
+def test_fp8_block_refusals_and_a_non_square_block_by_hand():
+    for bad in ((0, 128), (128,), (128, 0)):
+        with pytest.raises(InputError) as err:
+            quant.quantize_fp8(np.ones((4, 4)), "block", block=bad)
+        assert str(err.value) == f"fp8 block must be two positive sizes (rows, columns), got {bad!r}"
+    # (1, 2) blocks of a 2x4 weight: amax 448, 224 / 112, 56 → scales amax/448 = 1, 0.5 / 0.25, 0.125 (exact)
+    w = np.array([[448.0, -224.0, 224.0, 112.0], [112.0, 56.0, -56.0, 28.0]])
+    q = quant.quantize_fp8(w, "block", block=(1, 2))
+    assert q.scales.tolist() == [[1.0, 0.5], [0.25, 0.125]] and q.block == (1, 2)
+    # w / scale = 448, -224, 448, 224 / 448, 224, -448, 224: every one an e4m3 value → exact round trip
+    assert quant.decode_e4m3(q.codes).tolist() == [[448.0, -224.0, 448.0, 224.0], [448.0, 224.0, -448.0, 224.0]]
+    assert quant.dequantize_fp8(q).tolist() == w.tolist()
+    assert quant.quantize_fp8(w, "block", block=(1, 1)).scales.shape == (2, 4)

@@ -199,3 +199,24 @@ def test_crossovers_list_kernels_and_batches_by_hand():
     # sorted by M: measured 3.0, 1.2, 0.9, 0.5 → 4; low 2.0, 0.9 → 2; high 4.0, 1.5, 1.1, 0.6 → 8; predicted NaN at 8
     assert (r["crossover_measured"], r["crossover_low"], r["crossover_high"]) == (4.0, 2.0, 8.0)
     assert math.isnan(r["crossover_predicted"]) and not r["throttled"]
+
+
+def test_kernel_tier_speedup_is_the_baseline_kernels_predicted_time_over_the_kernels():
+    cmp = cmp_of(base_rows() + [point("w4a16_gemv", "w4a16", 1, 4e-6), point("w4a16_gemv", "w4a16", 4, 6e-6)])
+    # kernel-tier predictions set by hand (they are the kernel model's business, not this module's)
+    kernel_t = {("cublas_bf16", 1): 10e-6, ("cublas_bf16", 4): 12e-6, ("cublas_bf16", 32): 16e-6,
+                ("w4a16_gemv", 1): 5e-6, ("w4a16_gemv", 4): 8e-6}
+    cmp["time_kernel_s"] = [kernel_t[(k, m)] for k, m in zip(cmp["kernel"], cmp["M"], strict=True)]
+    w4 = speedups(cmp).query("kernel == 'w4a16_gemv'")
+    # M=1: 10 µs / 5 µs = 2.0; M=4: 12 µs / 8 µs = 1.5 (the measured times give 12/4 = 3 and 12/6 = 2)
+    assert list(w4["speedup_kernel"]) == pytest.approx([2.0, 1.5], rel=1e-12)
+    assert list(w4["speedup_measured"]) == pytest.approx([3.0, 2.0], rel=1e-12)
+
+
+def test_a_comparison_without_the_kernel_tier_gives_nan_kernel_speedups_and_the_rest():
+    cmp = cmp_of(base_rows() + [point("w4a16_gemv", "w4a16", 1, 4e-6)]).drop(columns=["time_kernel_s"])
+    sp = speedups(cmp)
+    w4 = sp.query("kernel == 'w4a16_gemv'").iloc[0]
+    assert list(sp.columns) == SPEEDUP_COLUMNS and len(sp) == 4  # 3 baseline rows + 1
+    assert math.isnan(w4["speedup_kernel"]) and w4["speedup_measured"] == 3.0  # 12 µs / 4 µs
+    assert w4["speedup_calibrated"] == pytest.approx(BF16_M1 / W4_M1, rel=1e-12)
