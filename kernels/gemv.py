@@ -268,7 +268,7 @@ def kernel_function(name: str, cfg: Config) -> Any:
     return build.function(d.source, d.entry, cfg.options())
 
 
-def _device_sms() -> int:
+def device_sms() -> int:
     cp = _cupy()
     return _sms(cp.cuda.Device().id)
 
@@ -280,17 +280,21 @@ def _sms(device_id: int) -> int:
     return int(cp.cuda.Device(device_id).attributes["MultiProcessorCount"])
 
 
+def resident_blocks(func: Any, threads: int) -> int:
+    """Blocks of `threads` threads of a compiled kernel that fit on one SM by registers and threads (>= 1)."""
+    regs = max(int(func.num_regs), 1)
+    regs_per_warp = -(-regs * 32 // 256) * 256
+    warps = -(-threads // 32)
+    return max(1, min(32, 2048 // threads, (65536 // regs_per_warp) // warps))
+
+
 def grid_for(func: Any, cfg: Config, ntiles: int) -> int:
     if not cfg.persistent:  # the hardware's block scheduler balances the tiles: no static tail
         return ntiles
-    threads = cfg.warps * 32
-    regs = max(int(func.num_regs), 1)
-    regs_per_warp = -(-regs * 32 // 256) * 256
-    warps_by_regs = 65536 // regs_per_warp
-    fit = max(1, min(32, 2048 // threads, warps_by_regs // cfg.warps))
+    fit = resident_blocks(func, cfg.warps * 32)
     if cfg.blocks_per_sm:
         fit = min(fit, cfg.blocks_per_sm)
-    return max(1, min(ntiles, fit * _device_sms()))
+    return max(1, min(ntiles, fit * device_sms()))
 
 
 @dataclass
@@ -382,7 +386,7 @@ class GemvRunner:
         self.spec = spec
         self.config = dict(config or {})
         self.group_size = group_size or W4_GROUP if spec.scheme == "w4a16" else 0
-        self._packed: tuple[Any, ...] = ()  # (shape, x arrays, weight arrays) of the last set made with a reference
+        self._packed = problems.PackedCache()
 
     def check(self, M: int, N: int, K: int) -> None:
         check_shape(self.spec, M, N, K, self.group_size or W4_GROUP)
@@ -395,15 +399,8 @@ class GemvRunner:
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         self.check(M, N, K)
         name = self.spec.name
-        if not reference and self._packed and self._packed[0] == (M, N, K):  # a rotation set: copy the checked one
-            xs, ws = (tuple(a.copy() for a in arrs) for arrs in self._packed[1:])
-            inputs = problems.Inputs(params(name, self.group_size or W4_GROUP), M, N, K, xs, None)
-        else:
-            inputs = problems.make_inputs(params(name, self.group_size or W4_GROUP), M, N, K, seed=seed,
-                                          reference=reference)
-            xs, ws = inputs.x, prepare_weights(name, inputs.w)
-            if reference:
-                self._packed = ((M, N, K), xs, ws)
+        inputs, xs, ws = self._packed.make(params(name, self.group_size or W4_GROUP), M, N, K, seed=seed,
+                                           reference=reference, pack=lambda w: prepare_weights(name, w))
         out = _out_array(name, M, N)
         cfg = choose_config(name, M, N, K, self.group_size or W4_GROUP, **self.config)
         arrays = {f"x{i}": a for i, a in enumerate(xs)} | {f"w{i}": a for i, a in enumerate(ws)}

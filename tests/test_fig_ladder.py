@@ -11,6 +11,8 @@ import pytest
 
 pytest.importorskip("plotly")
 
+from dataclasses import replace  # noqa: E402
+
 from models.ladder import RUNGS  # noqa: E402
 from workbench.interfaces.dashboard import fig_lessons  # noqa: E402
 
@@ -20,10 +22,13 @@ TIMES_US = {  # synthetic, not measured: kernel -> {M: µs}
     "ladder_w4_vec16": {1: 40.0, 4: 64.0},
     "ladder_w4_magic": {1: 30.0, 4: 40.0, 16: 120.0},
     "w4a16_gemv": {1: 15.0, 4: 40.0, 16: 120.0, 32: 1.0},
-    "wg_w4a16": {1: 20.0, 4: 20.0, 16: 24.0},  # rung 5 is shown from M = 16 only
+    "wg_w4a16": {1: 20.0, 4: 20.0, 16: 24.0},  # in LADDER rung 5 is shown from M = 16 only
     "tc_w4a16": {16: 30.0},  # slower than wg at M = 16: the rung takes its fastest kernel
     "cublas_bf16": {1: 46.0},  # not on the ladder
 }
+
+
+LADDER = RUNGS[:-1] + (replace(RUNGS[-1], m_from=16),)  # a rung shown from M = 16 (the m_from rule)
 
 
 def _rows() -> pd.DataFrame:
@@ -32,19 +37,25 @@ def _rows() -> pd.DataFrame:
 
 
 def test_ladder_table_speedups_over_rung_0():
-    t = fig_lessons.ladder_table(_rows(), RUNGS)
+    t = fig_lessons.ladder_table(_rows(), LADDER)
     got = {(r.rung, r.M): (r.kernel, r.time_s * 1e6, r.speedup) for r in t.itertuples()}
     assert got[(1, 1)] == ("ladder_w4_vec16", pytest.approx(40.0), pytest.approx(1.5))
     assert got[(4, 16)][2] == pytest.approx(2.0)
     assert got[(5, 16)] == ("wg_w4a16", pytest.approx(24.0), pytest.approx(10.0))
     assert (5, 1) not in got and (5, 4) not in got and (3, 1) not in got and (1, 16) not in got
     assert set(t["M"]) == {1, 4, 16} and "cublas_bf16" not in set(t["kernel"])
-    no_base = fig_lessons.ladder_table(_rows()[lambda d: d["kernel"] != "gemv_w4_ref"], RUNGS)
+    no_base = fig_lessons.ladder_table(_rows()[lambda d: d["kernel"] != "gemv_w4_ref"], LADDER)
     assert len(no_base) and no_base["speedup"].isna().all()
 
 
+def test_the_shipped_tensor_core_rung_starts_at_batch_1():
+    t = fig_lessons.ladder_table(_rows(), RUNGS)
+    got = {(r.rung, r.M): r.kernel for r in t.itertuples()}
+    assert got[(5, 1)] == "wg_w4a16" and got[(5, 16)] == "wg_w4a16"
+
+
 def test_ladder_figure_two_panels_one_bar_trace_per_batch():
-    fig = fig_lessons.ladder(_rows(), RUNGS, title="ladder")
+    fig = fig_lessons.ladder(_rows(), LADDER, title="ladder")
     assert len(fig.data) == 6  # 3 batches x (speedup, time)
     speed = [t for t in fig.data if t.yaxis == "y"]
     times = [t for t in fig.data if t.yaxis == "y2"]
@@ -55,13 +66,13 @@ def test_ladder_figure_two_panels_one_bar_trace_per_batch():
     assert list(m1.text) == ["1.00×", "1.50×", "2.00×", "4.00×"]
     np.testing.assert_allclose(times[2].y, [240.0, 120.0, 120.0, 24.0])  # M = 16 (rung 5 = wg, the faster)
     assert not any(t.showlegend for t in times) and fig.layout.yaxis2.type == "log"
-    assert list(fig.layout.xaxis.categoryarray) == [f"{r.index} {r.trick}" for r in RUNGS]
+    assert list(fig.layout.xaxis.categoryarray) == [f"{r.index} {r.trick}" for r in LADDER]
     assert fig.layout.barmode == "group" and fig.layout.title.text == "ladder"
     assert "0x6400" in m1.customdata[2][2]  # hover says what the rung adds
 
 
 def test_ladder_figure_without_ladder_rows_says_why():
-    fig = fig_lessons.ladder(_rows()[lambda d: d["kernel"] == "cublas_bf16"], RUNGS)
+    fig = fig_lessons.ladder(_rows()[lambda d: d["kernel"] == "cublas_bf16"], LADDER)
     assert not fig.data and "no kernel of the W4A16 ladder" in fig.layout.annotations[0].text
 
 

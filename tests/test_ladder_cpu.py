@@ -19,7 +19,7 @@ def test_rungs_are_ordered_and_registered():
         for k in r.kernels:
             assert k in names and names[k].scheme == "w4a16", k
     assert ladder.RUNGS[0].kernels == ("gemv_w4_ref",) and ladder.RUNGS[4].kernels == ("w4a16_gemv",)
-    assert ladder.RUNGS[-1].m_from == 16
+    assert ladder.RUNGS[-1].m_from == 1 and "w4a16_tc_gemv" in ladder.RUNGS[-1].kernels  # tensor cores from M = 1
     for s in ladder.SPECS:
         assert s.role == "ladder" and s.facts is not None and s.m_max == 16 and s.source == ladder.SOURCE
         assert ladder.rung_of(s.name).kernels[0] == s.name

@@ -1,0 +1,163 @@
+"""The W4A16 GEMV-class kernel on tensor cores (batch 1-16): `w4a16_tc_gemv` (kernels/gemv_w4a16_tc.cu).
+
+The weights are the mma's A operand and the batch its N, so one conversion of a weight serves 8 or 16 batch rows;
+the CUDA-core GEMV (`w4a16_gemv`) pays the products of every batch row on CUDA cores instead. The weights go from
+global memory straight to the registers of the warp that needs them, in the layout of kernels/pack_w4.py
+`pack_w4a16_tc`.
+
+`TABLE` is the one table of launch configurations: per batch bin, one for layers with few row tiles per SM (warps
+split K more finely, so each SM still has enough loads in flight) and one for many; measured on the H200
+(docs/kernels-tc-gemv.md). `choose_config` reads it; a benchmark may override any field.
+CuPy is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from kernels import build, gemv, pack_w4, problems, quant
+from kernels.registry import KernelSpec, Problem, check_batch
+from models.errors import InputError
+from models.kernel_terms import KernelFacts
+
+NAME = "w4a16_tc_gemv"
+SOURCE, ENTRY = "gemv_w4a16_tc.cu", "gemv_w4a16_tc"
+ROWS, CHUNK = pack_w4.TC_ROWS, pack_w4.TC_CHUNK  # channels per row tile (the mma's m), k per lane load set
+M_MAX = 16
+SMEM_LIMIT = 48 * 1024  # the kernel's static shared memory (the cross-warp sums) must fit the default limit
+
+
+@dataclass(frozen=True)
+class Config:
+    nt: int  # n-tiles of 8 batch rows (M <= 8 nt)
+    warps: int = 8  # per CTA, splitting the K groups of its row tiles
+    u: int = 2  # groups of weights each warp loads before converting the first
+    tiles: int = 1  # row tiles of 16 channels per CTA: each x fragment a warp loads serves all of them
+    wscale: bool = False  # the scale multiplies the converted weights in fp16 (no per-group fp32 sums to hold)
+    minb: int = 1  # __launch_bounds__ minimum CTAs per SM (caps the registers)
+
+    def options(self, group_size: int) -> tuple[str, ...]:
+        return (f"-DTCG_NT={self.nt}", f"-DTCG_WARPS={self.warps}", f"-DTCG_U={self.u}", f"-DTCG_TILES={self.tiles}",
+                f"-DTCG_WSCALE={int(self.wscale)}", f"-DTCG_MINB={self.minb}", f"-DW4_GROUP={group_size}")
+
+    def smem_bytes(self) -> int:
+        return self.warps * ROWS * self.nt * 8 * 4
+
+
+# A layer with at most FEW_TILES_PER_SM row tiles (N / 16) per SM takes the "few" configuration. On the H200 (132
+# SMs): 4096 channels (2 per SM) took "few", 22016 and 28672 (10, 14 per SM) "many" (docs/kernels-tc-gemv.md).
+FEW_TILES_PER_SM = 4
+TABLE: tuple[tuple[int, Config, Config], ...] = (  # (largest M, few row tiles per SM, many)
+    (8, Config(nt=1, warps=16, u=1, minb=2), Config(nt=1, warps=8, u=2, minb=4)),
+    (16, Config(nt=2, warps=8, u=2, tiles=2), Config(nt=2, warps=4, u=1, tiles=4, wscale=True)),
+)
+
+
+def choose_config(M: int, N: int = 0, sms: int = 132, **override: Any) -> Config:
+    """The table's configuration for batch M on a layer of N channels (N = 0: the "many" column) on `sms` SMs."""
+    if not 1 <= M <= M_MAX:
+        raise InputError(f"{NAME} takes M in [1, {M_MAX}], got M={M}")
+    few, many = next((f, m) for top, f, m in TABLE if M <= top)
+    cfg = replace(few if 0 < -(-N // ROWS) <= FEW_TILES_PER_SM * sms else many, **override)
+    if cfg.nt * 8 < M or not 1 <= cfg.warps <= 32 or min(cfg.u, cfg.tiles, cfg.minb) < 1:
+        raise InputError(f"{NAME}: config {cfg} cannot run M={M} (needs 8 * nt >= M, 1-32 warps, u, tiles and minb "
+                         ">= 1)")
+    if cfg.smem_bytes() > SMEM_LIMIT:
+        raise InputError(f"{NAME}: config {cfg} needs {cfg.smem_bytes()} bytes of shared memory (limit {SMEM_LIMIT})")
+    return cfg
+
+
+def check_shape(spec: KernelSpec, M: int, N: int, K: int, group_size: int) -> None:
+    check_batch(spec, M)
+    if N < 1 or K < 1:
+        raise InputError(f"{spec.name}: N and K must be >= 1, got N={N}, K={K}")
+    quant.check_w4_shape(N, K, group_size)
+    if group_size % CHUNK:
+        raise InputError(f"{spec.name}: the group size must be a multiple of {CHUNK} (a lane's k-chunk), "
+                         f"got G={group_size}")
+
+
+def params(group_size: int) -> problems.Params:
+    return problems.Params("w4a16", "w4", "f16", group_size=group_size)
+
+
+def prepare_weights(w: quant.W4) -> tuple[Any, ...]:
+    import cupy as cp
+
+    if not isinstance(w, quant.W4):
+        raise InputError(f"{NAME} takes weights as kernels.quant.W4, got {type(w).__name__}")
+    return pack_w4.pack_w4a16_tc(quant.W4(cp.asarray(w.codes), cp.asarray(w.scales), cp.asarray(w.zeros),
+                                          w.group_size), cp)
+
+
+def make_launch(cfg: Config, M: int, N: int, K: int, group_size: int, xs: tuple[Any, ...], ws: tuple[Any, ...],
+                out: Any) -> gemv.Launch:
+    for a in xs + ws:
+        if not a.flags.c_contiguous or a.data.ptr % 16:
+            raise InputError(f"{NAME}: device arrays must be C-contiguous and 16-byte aligned")
+    func = build.function(SOURCE, ENTRY, cfg.options(group_size))
+    i32 = np.int32
+    ntiles = -(-N // ROWS)
+    args = (ws[0], ws[1], xs[0], out, i32(M), i32(N), i32(K))
+    return gemv.Launch(func, -(-ntiles // cfg.tiles), cfg.warps * 32, args)
+
+
+class TcGemvRunner:
+    def __init__(self, spec: KernelSpec, group_size: int | None = None, config: dict[str, Any] | None = None) -> None:
+        self.spec = spec
+        self.group_size = group_size or gemv.W4_GROUP
+        self.config = dict(config or {})
+        self._packed = problems.PackedCache()
+
+    def check(self, M: int, N: int, K: int) -> None:
+        check_shape(self.spec, M, N, K, self.group_size)
+        self._config(M, N)
+
+    def compile_jobs(self, M: int, N: int, K: int) -> list[build.Job]:
+        return [(SOURCE, ENTRY, build.device_arch(), self._config(M, N).options(self.group_size))]
+
+    def _config(self, M: int, N: int) -> Config:
+        return choose_config(M, N, gemv.device_sms(), **self.config)
+
+    def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
+        import cupy as cp
+
+        self.check(M, N, K)
+        inputs, xs, ws = self._packed.make(params(self.group_size), M, N, K, seed=seed, reference=reference,
+                                           pack=prepare_weights)
+        out = cp.empty((M, N), dtype=cp.float16)
+        arrays = {f"x{i}": a for i, a in enumerate(xs)} | {f"w{i}": a for i, a in enumerate(ws)}
+        arrays["launch"] = make_launch(self._config(M, N), M, N, K, self.group_size, xs, ws, out)
+        nbytes = problems.bytes_read(*xs, *ws)
+        return Problem(M=M, N=N, K=K, arrays=arrays, out=out, nbytes=nbytes, ref=inputs.ref,
+                       quant_error_rel=inputs.quant_error_rel, bytes=nbytes + problems.bytes_read(out))
+
+    def launch(self, problem: Problem) -> None:
+        problem.arrays["launch"]()
+
+    def output(self, problem: Problem) -> Any:
+        import cupy as cp
+
+        return cp.asnumpy(problem.out.astype(cp.float64))
+
+
+def make_runner(spec: KernelSpec, group_size: int | None = None) -> TcGemvRunner:
+    return TcGemvRunner(spec, group_size=group_size)
+
+
+SPECS: tuple[KernelSpec, ...] = (
+    KernelSpec(NAME, "w4a16", "nvrtc", "optimized", "kernels.tc_gemv:make_runner", m_max=M_MAX, source=SOURCE,
+               entry=ENTRY,
+               geometry="one CTA per 1-4 row tiles of 16 channels (kernels.tc_gemv.TABLE), warps splitting the K "
+               "groups, weights straight to registers (16-byte loads in the mma's fragment order), sums across warps "
+               "in shared memory",
+               notes="G=128 (any multiple of 64); mma.sync m16n8k16 f16 with the weights as A and the batch as N "
+               "(padded to 8 or 16); 0x6400 magic + lop3, q - z exact; M <= 8: scale on the fp32 sums per group, "
+               "M 9-16 on many row tiles: scale in the fp16 weights; zero point stored as 8 bits in the layout (4 "
+               "counted by models.schemes)",
+               facts=KernelFacts("gemv", "mma_sync_f16", "w4", tuple((m, f.nt * 8) for m, f, _ in TABLE),
+                                 bn=ROWS)),
+)

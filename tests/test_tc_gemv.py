@@ -1,0 +1,66 @@
+"""The tensor-core W4A16 GEMV's host side on CPU: configuration table, refusals, compile options, declared facts."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels import registry, tc_gemv
+from models.errors import InputError
+
+SPEC = registry.get(tc_gemv.NAME)
+
+
+@pytest.mark.parametrize(("M", "nt"), [(1, 1), (8, 1), (9, 2), (16, 2)])
+def test_the_table_pads_the_batch_to_whole_n_tiles(M: int, nt: int) -> None:
+    for N in (0, 4096, 22016):
+        cfg = tc_gemv.choose_config(M, N)
+        assert cfg.nt == nt and 8 * cfg.nt >= M
+
+
+def test_few_row_tiles_per_sm_take_the_few_column() -> None:
+    few, many = tc_gemv.TABLE[0][1:]
+    limit = tc_gemv.FEW_TILES_PER_SM * 132 * 16  # channels at the threshold on 132 SMs
+    assert tc_gemv.choose_config(1, 4096) == few and tc_gemv.choose_config(1, limit) == few
+    assert tc_gemv.choose_config(1, limit + 1) == many and tc_gemv.choose_config(1, 22016) == many
+    assert tc_gemv.choose_config(1, limit + 1, sms=264) == few  # the same layer on a GPU of twice the SMs
+    assert tc_gemv.choose_config(1) == many  # no N: the many column
+    assert tc_gemv.choose_config(12, 4096) == tc_gemv.TABLE[1][1]
+
+
+@pytest.mark.parametrize("M", [0, 17, -1])
+def test_batch_outside_the_kernel_is_refused(M: int) -> None:
+    with pytest.raises(InputError, match=r"M in \[1, 16\]"):
+        tc_gemv.choose_config(M)
+
+
+def test_overrides_that_cannot_run_are_refused_in_one_line() -> None:
+    with pytest.raises(InputError, match="needs 8 \\* nt >= M"):
+        tc_gemv.choose_config(12, nt=1)
+    with pytest.raises(InputError, match="u, tiles and minb >= 1"):
+        tc_gemv.choose_config(1, tiles=0)
+    with pytest.raises(InputError, match="shared memory"):
+        tc_gemv.choose_config(16, warps=32, nt=4)  # 32 warps x 16 channels x 32 rows x 4 bytes = 64 KB
+    with pytest.raises(TypeError):
+        tc_gemv.choose_config(1, colour=1)
+
+
+def test_options_carry_every_compile_time_field() -> None:
+    opts = tc_gemv.Config(nt=2, warps=4, u=3, tiles=5, wscale=True, minb=2).options(256)
+    assert opts == ("-DTCG_NT=2", "-DTCG_WARPS=4", "-DTCG_U=3", "-DTCG_TILES=5", "-DTCG_WSCALE=1", "-DTCG_MINB=2",
+                    "-DW4_GROUP=256")
+
+
+@pytest.mark.parametrize(("N", "K", "G", "needle"), [
+    (64, 256, 32, "multiple of 64"),
+    (64, 200, 128, "group"),
+    (0, 256, 128, "N and K must be >= 1"),
+])
+def test_shapes_refused_before_anything_is_allocated(N: int, K: int, G: int, needle: str) -> None:
+    with pytest.raises(InputError, match=needle):
+        tc_gemv.check_shape(SPEC, 1, N, K, G)
+
+
+def test_declared_facts_follow_the_table() -> None:
+    assert SPEC.facts.m_tiles == ((8, 8), (16, 16))
+    assert SPEC.facts.bn == 16 and SPEC.facts.path == "mma_sync_f16" and not SPEC.facts.cuda_core_rows
+    assert SPEC.m_max == tc_gemv.TABLE[-1][0] == tc_gemv.M_MAX
