@@ -1,0 +1,35 @@
+"""bench/bench_tc_gemv.py on CPU: the plan it times (every configuration valid, both table columns, the peers) and
+its refusal of bad options (exit 2, before anything touches a GPU)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import bench_tc_gemv as bench  # noqa: E402
+from kernels import tc_gemv  # noqa: E402
+
+
+def test_plan_holds_both_columns_the_variants_and_the_peers() -> None:
+    cases = bench.plan(((22016, 4096), (4096, 4096)), (1, 16))
+    for N, K in ((22016, 4096), (4096, 4096)):
+        for M in (1, 16):
+            here = [c for c in cases if c[2:] == (N, K, M)]
+            configs = [c[1] for c in here if c[0] == tc_gemv.NAME]
+            few, many = next((f, m) for top, f, m in tc_gemv.TABLE if M <= top)
+            assert asdict(few) in configs and asdict(many) in configs
+            assert len(configs) == len({str(c) for c in configs}) >= 4  # no configuration timed twice
+            assert all(c["nt"] * 8 >= M for c in configs)
+            assert [c[0] for c in here if c[1] is None] == list(bench.PEERS)
+
+
+@pytest.mark.parametrize("argv", [["--batches", "17"], ["--batches", "0"], ["--shapes", "4096"], ["--shapes", "ax2"]])
+def test_bad_options_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--batches M" in err
