@@ -106,7 +106,7 @@ def print_points(rows: list[dict[str, Any]]) -> None:
         default = str(asdict(tc_gemv.choose_config(M, N, sms=_sms())))
         gv, wg = (peer.get(k, math.nan) * 1e6 for k in ("w4a16_gemv", "wg_w4a16"))
         print(f"\n{N}x{K} M={M}: cuBLAS bf16 {cub * 1e6:.2f} us, w4a16_gemv {gv:.2f}, wg_w4a16 {wg:.2f}")
-        for r in [r for r in mine if r["config"] == default][:1] + mine[:3]:
+        for r in [r for r in mine if r["config"] == default][:1] + [r for r in mine if r["config"] != default][:3]:
             tag = "default" if r["config"] == default else "       "
             print(f"  {tag} {r['time_s'] * 1e6:7.2f} us  {r['x_read_limit']:.2f}x read  {cub / r['time_s']:.2f}x cuBLAS"
                   f"  {r['config']}")
