@@ -39,7 +39,7 @@ RUNGS: tuple[Rung, ...] = (
          "through L1 instead of a per-block shared copy, odd nibbles masked in place (one shift per word)"),
     Rung(5, ("w4a16_tc_gemv", "wg_w4a16", "tc_w4a16"), "tensor cores",
          "dequantize to fp16 and multiply on tensor cores: the weights as the mma's A operand and the batch as its N "
-         "(w4a16_tc_gemv, mma.sync, M <= 64), so one conversion serves 8-64 batch rows and no product runs on CUDA "
+         "(w4a16_tc_gemv, mma.sync, M <= 16), so one conversion serves 8 or 16 batch rows and no product runs on CUDA "
          "cores; the GEMMs from M = 16 (wgmma on sm_90a, mma.sync elsewhere)"),
 )
 
