@@ -65,7 +65,7 @@ def test_ladder_figure_two_panels_one_bar_trace_per_batch():
     np.testing.assert_allclose(m1.y, [1.0, 1.5, 2.0, 4.0])
     assert list(m1.text) == ["1.00×", "1.50×", "2.00×", "4.00×"]
     np.testing.assert_allclose(times[2].y, [240.0, 120.0, 120.0, 24.0])  # M = 16 (rung 5 = wg, the faster)
-    assert not any(t.showlegend for t in times) and fig.layout.yaxis2.type == "log"
+    assert not any(t.showlegend for t in times) and fig.layout.yaxis2.type == "log" and fig.layout.yaxis.type == "log"
     assert list(fig.layout.xaxis.categoryarray) == [f"{r.index} {r.trick}" for r in LADDER]
     assert fig.layout.barmode == "group" and fig.layout.title.text == "ladder"
     assert "0x6400" in m1.customdata[2][2]  # hover says what the rung adds
