@@ -113,9 +113,9 @@ def print_points(rows: list[dict[str, Any]]) -> None:
 
 
 def _sms() -> int:
-    from kernels import gemv
+    from kernels.launch import device_sms
 
-    return gemv.device_sms()
+    return device_sms()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,12 +14,12 @@ in K-tiles (`x_tile`) and take the w4 group size as the compile-time W4_GROUP.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cache
 from typing import Any
 
 import numpy as np
 
 from kernels import build, pack_w4, problems, quant
+from kernels.launch import Launch, device_sms, resident_blocks
 from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.xstage import allow_smem, x_smem_bytes, x_tile
 from models.errors import InputError
@@ -268,26 +268,6 @@ def kernel_function(name: str, cfg: Config) -> Any:
     return build.function(d.source, d.entry, cfg.options())
 
 
-def device_sms() -> int:
-    cp = _cupy()
-    return _sms(cp.cuda.Device().id)
-
-
-@cache
-def _sms(device_id: int) -> int:
-    """SMs of a device, read once (Device.attributes queries every attribute on each use)."""
-    cp = _cupy()
-    return int(cp.cuda.Device(device_id).attributes["MultiProcessorCount"])
-
-
-def resident_blocks(func: Any, threads: int) -> int:
-    """Blocks of `threads` threads of a compiled kernel that fit on one SM by registers and threads (>= 1)."""
-    regs = max(int(func.num_regs), 1)
-    regs_per_warp = -(-regs * 32 // 256) * 256
-    warps = -(-threads // 32)
-    return max(1, min(32, 2048 // threads, (65536 // regs_per_warp) // warps))
-
-
 def grid_for(func: Any, cfg: Config, ntiles: int) -> int:
     if not cfg.persistent:  # the hardware's block scheduler balances the tiles: no static tail
         return ntiles
@@ -295,18 +275,6 @@ def grid_for(func: Any, cfg: Config, ntiles: int) -> int:
     if cfg.blocks_per_sm:
         fit = min(fit, cfg.blocks_per_sm)
     return max(1, min(ntiles, fit * device_sms()))
-
-
-@dataclass
-class Launch:
-    func: Any
-    grid: int
-    block: int
-    args: tuple[Any, ...]
-    shared_mem: int = 0  # dynamic shared memory bytes
-
-    def __call__(self) -> None:
-        self.func((self.grid,), (self.block,), self.args, shared_mem=self.shared_mem)
 
 
 def make_launch(name: str, cfg: Config, M: int, N: int, K: int, xs: tuple[Any, ...], ws: tuple[Any, ...],

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, gemv, pack_w4, problems, quant, xstage
+from kernels.launch import Launch
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 from models.kernel_terms import KernelFacts, m_tiles_from
@@ -113,7 +114,7 @@ def prepare_weights(name: str, w: quant.W4) -> tuple[Any, ...]:
 
 
 def make_launch(name: str, M: int, N: int, K: int, group_size: int, xs: tuple[Any, ...], ws: tuple[Any, ...],
-                out: Any) -> gemv.Launch:
+                out: Any) -> Launch:
     mb = gemv.mb_for(M)
     func = build.function(SOURCE, DEFS[name].entry, options(mb, group_size))
     kt, smem = x_tile(name, mb, K)
@@ -123,7 +124,7 @@ def make_launch(name: str, M: int, N: int, K: int, group_size: int, xs: tuple[An
             raise InputError(f"{name}: device arrays must be C-contiguous and 16-byte aligned")
     i32 = np.int32
     args = ws + (xs[0], out, i32(M), i32(N), i32(K), i32(kt))
-    return gemv.Launch(func, -(-N // WARPS), WARPS * 32, args, smem)
+    return Launch(func, -(-N // WARPS), WARPS * 32, args, smem)
 
 
 class LadderRunner:

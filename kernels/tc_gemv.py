@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, gemv, pack_w4, problems, quant
+from kernels.launch import Launch, device_sms
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 from models.kernel_terms import KernelFacts
@@ -94,7 +95,7 @@ def prepare_weights(w: quant.W4) -> tuple[Any, ...]:
 
 
 def make_launch(cfg: Config, M: int, N: int, K: int, group_size: int, xs: tuple[Any, ...], ws: tuple[Any, ...],
-                out: Any) -> gemv.Launch:
+                out: Any) -> Launch:
     for a in xs + ws:
         if not a.flags.c_contiguous or a.data.ptr % 16:
             raise InputError(f"{NAME}: device arrays must be C-contiguous and 16-byte aligned")
@@ -102,7 +103,7 @@ def make_launch(cfg: Config, M: int, N: int, K: int, group_size: int, xs: tuple[
     i32 = np.int32
     ntiles = -(-N // ROWS)
     args = (ws[0], ws[1], xs[0], out, i32(M), i32(N), i32(K))
-    return gemv.Launch(func, -(-ntiles // cfg.tiles), cfg.warps * 32, args)
+    return Launch(func, -(-ntiles // cfg.tiles), cfg.warps * 32, args)
 
 
 class TcGemvRunner:
@@ -120,7 +121,7 @@ class TcGemvRunner:
         return [(SOURCE, ENTRY, build.device_arch(), self._config(M, N).options(self.group_size))]
 
     def _config(self, M: int, N: int) -> Config:
-        return choose_config(M, N, gemv.device_sms(), **self.config)
+        return choose_config(M, N, device_sms(), **self.config)
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         import cupy as cp

@@ -64,3 +64,14 @@ def test_declared_facts_follow_the_table() -> None:
     assert SPEC.facts.m_tiles == ((8, 8), (16, 16))
     assert SPEC.facts.bn == 16 and SPEC.facts.path == "mma_sync_f16" and not SPEC.facts.cuda_core_rows
     assert SPEC.m_max == tc_gemv.TABLE[-1][0] == tc_gemv.M_MAX
+
+
+@pytest.mark.parametrize(("regs", "threads", "blocks"), [(74, 256, 3), (62, 256, 4), (51, 512, 2), (255, 1024, 1),
+                                                        (32, 128, 16)])
+def test_resident_blocks_by_registers_and_threads(regs: int, threads: int, blocks: int) -> None:
+    """74 registers x 8 warps: 3 CTAs per SM, as Nsight Compute's 'Block Limit Registers' read on the H200."""
+    from types import SimpleNamespace
+
+    from kernels.launch import resident_blocks
+
+    assert resident_blocks(SimpleNamespace(num_regs=regs), threads) == blocks
