@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, pack_w4, problems, quant
-from kernels.launch import Launch, device_sms, resident_blocks
+from kernels.launch import Launch, bound_problem, device_sms, resident_blocks
 from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.xstage import allow_smem, x_smem_bytes, x_tile
 from models.errors import InputError
@@ -371,11 +371,8 @@ class GemvRunner:
                                            reference=reference, pack=lambda w: prepare_weights(name, w))
         out = _out_array(name, M, N)
         cfg = choose_config(name, M, N, K, self.group_size or W4_GROUP, **self.config)
-        arrays = {f"x{i}": a for i, a in enumerate(xs)} | {f"w{i}": a for i, a in enumerate(ws)}
-        arrays["launch"] = make_launch(name, cfg, M, N, K, xs, ws, out, self.group_size or W4_GROUP)
-        nbytes = problems.bytes_read(*xs, *ws)
-        return Problem(M=M, N=N, K=K, arrays=arrays, out=out, nbytes=nbytes, ref=inputs.ref,
-                       quant_error_rel=inputs.quant_error_rel, bytes=nbytes + problems.bytes_read(out))
+        return bound_problem(inputs, xs, ws, out,
+                             make_launch(name, cfg, M, N, K, xs, ws, out, self.group_size or W4_GROUP))
 
     def launch(self, problem: Problem) -> None:
         problem.arrays["launch"]()

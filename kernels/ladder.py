@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, gemv, pack_w4, problems, quant, xstage
-from kernels.launch import Launch
+from kernels.launch import Launch, bound_problem
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 from models.kernel_terms import KernelFacts, m_tiles_from
@@ -147,11 +147,7 @@ class LadderRunner:
         inputs, xs, ws = self._packed.make(params(name, G), M, N, K, seed=seed, reference=reference,
                                            pack=lambda w: prepare_weights(name, w))
         out = cp.empty((M, N), dtype=cp.float32 if DEFS[name].out_kind == "f32" else cp.float16)
-        arrays = {f"x{i}": a for i, a in enumerate(xs)} | {f"w{i}": a for i, a in enumerate(ws)}
-        arrays["launch"] = make_launch(name, M, N, K, G, xs, ws, out)
-        nbytes = problems.bytes_read(*xs, *ws)
-        return Problem(M=M, N=N, K=K, arrays=arrays, out=out, nbytes=nbytes, ref=inputs.ref,
-                       quant_error_rel=inputs.quant_error_rel, bytes=nbytes + problems.bytes_read(out))
+        return bound_problem(inputs, xs, ws, out, make_launch(name, M, N, K, G, xs, ws, out))
 
     def launch(self, problem: Problem) -> None:
         problem.arrays["launch"]()

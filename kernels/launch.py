@@ -1,6 +1,6 @@
-"""Launch helpers shared by the GEMV-class kernel families (kernels/gemv.py, ladder.py, tc_gemv.py): a bound launch,
-the device's SM count, and how many blocks of a compiled kernel fit on one SM.
-CuPy is imported inside functions only.
+"""Launch helpers shared by the GEMV-class kernel families (kernels/gemv.py, ladder.py, tc_gemv.py): a bound launch
+and the Problem the profiler times around it, the device's SM count, how many blocks of a compiled kernel fit on one
+SM. CuPy is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+from kernels import problems
+from kernels.registry import Problem
 
 
 @dataclass
@@ -23,6 +26,17 @@ class Launch:
 
     def __call__(self) -> None:
         self.func((self.grid,), (self.block,), self.args, shared_mem=self.shared_mem)
+
+
+def bound_problem(inputs: problems.Inputs, xs: tuple[Any, ...], ws: tuple[Any, ...], out: Any,
+                  launch: Launch) -> Problem:
+    """The Problem a runner hands the profiler: the arrays its launch reads (x0.., w0..) kept alive with the launch,
+    `nbytes` what they hold, `bytes` that plus the output, the reference and quantization error of `inputs`."""
+    arrays: dict[str, Any] = {f"x{i}": a for i, a in enumerate(xs)} | {f"w{i}": a for i, a in enumerate(ws)}
+    arrays["launch"] = launch
+    nbytes = problems.bytes_read(*xs, *ws)
+    return Problem(M=inputs.M, N=inputs.N, K=inputs.K, arrays=arrays, out=out, nbytes=nbytes, ref=inputs.ref,
+                   quant_error_rel=inputs.quant_error_rel, bytes=nbytes + problems.bytes_read(out))
 
 
 def device_sms() -> int:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, gemv, pack_w4, problems, quant
-from kernels.launch import Launch, device_sms
+from kernels.launch import Launch, bound_problem, device_sms
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 from models.kernel_terms import KernelFacts
@@ -130,11 +130,8 @@ class TcGemvRunner:
         inputs, xs, ws = self._packed.make(params(self.group_size), M, N, K, seed=seed, reference=reference,
                                            pack=prepare_weights)
         out = cp.empty((M, N), dtype=cp.float16)
-        arrays = {f"x{i}": a for i, a in enumerate(xs)} | {f"w{i}": a for i, a in enumerate(ws)}
-        arrays["launch"] = make_launch(self._config(M, N), M, N, K, self.group_size, xs, ws, out)
-        nbytes = problems.bytes_read(*xs, *ws)
-        return Problem(M=M, N=N, K=K, arrays=arrays, out=out, nbytes=nbytes, ref=inputs.ref,
-                       quant_error_rel=inputs.quant_error_rel, bytes=nbytes + problems.bytes_read(out))
+        launch = make_launch(self._config(M, N), M, N, K, self.group_size, xs, ws, out)
+        return bound_problem(inputs, xs, ws, out, launch)
 
     def launch(self, problem: Problem) -> None:
         problem.arrays["launch"]()

@@ -75,3 +75,20 @@ def test_resident_blocks_by_registers_and_threads(regs: int, threads: int, block
     from kernels.launch import resident_blocks
 
     assert resident_blocks(SimpleNamespace(num_regs=regs), threads) == blocks
+
+
+def test_bound_problem_counts_the_bytes_the_launch_reads_and_writes() -> None:
+    import numpy as np
+
+    from kernels import problems
+    from kernels.launch import Launch, bound_problem
+
+    params = problems.Params("w4a16", "w4", "f16", group_size=128)
+    xs, ws = (np.zeros((2, 256), np.float16),), (np.zeros((16, 4, 32, 4), np.uint32), np.zeros((16, 2, 16), np.uint32))
+    out = np.zeros((2, 250), np.float16)
+    launch = Launch(func=None, grid=1, block=32, args=())
+    p = bound_problem(problems.Inputs(params, 2, 250, 256, xs, None, ref=np.ones((2, 250))), xs, ws, out, launch)
+    assert (p.M, p.N, p.K) == (2, 250, 256) and p.arrays["launch"] is launch and p.out is out
+    assert set(p.arrays) == {"x0", "w0", "w1", "launch"} and p.arrays["w1"] is ws[1]
+    assert p.nbytes == 2 * 256 * 2 + 16 * 4 * 32 * 4 * 4 + 16 * 2 * 16 * 4 and p.bytes == p.nbytes + 2 * 250 * 2
+    assert p.ref is not None and np.isnan(p.quant_error_rel)
