@@ -35,7 +35,9 @@ def _dequant(word: np.ndarray, sz0: np.ndarray, sz8: np.ndarray) -> list[np.ndar
     return [lo0 - z0, lo8 - z8, (hi0 * sixteenth + z0h).astype(np.float16), (hi8 * sixteenth + z8h).astype(np.float16)]
 
 
-def emulate(wt: np.ndarray, szt: np.ndarray, x: np.ndarray, N: int, G: int) -> np.ndarray:
+def emulate(wt: np.ndarray, szt: np.ndarray, x: np.ndarray, N: int, G: int, wscale: bool = False) -> np.ndarray:
+    """y (M x N) as the kernel computes it; `wscale`: each converted register times the fp16 scale (one fp16 rounding,
+    TCG_WSCALE=1) and the mma accumulating the output, instead of the scale on the fp32 sums per group."""
     M, K = x.shape
     T, C = wt.shape[:2]
     xp = np.zeros((8 * -(-M // 8), K), dtype=np.float16)
@@ -46,10 +48,13 @@ def emulate(wt: np.ndarray, szt: np.ndarray, x: np.ndarray, N: int, G: int) -> n
     for T_ in range(T):
         for grp in range(K // G):
             sz0, sz8 = szt[T_, grp, g], szt[T_, grp, g + 8]
+            s0, s8 = (_halves(v)[:, :1] for v in (sz0, sz8))  # each lane's fp16 scales of channels g and g + 8
             part = np.zeros((16, xp.shape[0]))
             for c in range(grp * G // 64, (grp + 1) * G // 64):
                 for s in range(4):
                     a = _dequant(wt[T_, c, :, s], sz0, sz8)
+                    if wscale:  # hmul2 by (s, s): fp16 products
+                        a = [(r * sc).astype(np.float16) for r, sc in zip(a, (s0, s8, s0, s8), strict=True)]
                     A = np.zeros((16, 16))
                     A[g[:, None], 2 * t[:, None] + [0, 1]] = a[0]
                     A[g[:, None] + 8, 2 * t[:, None] + [0, 1]] = a[1]
@@ -61,7 +66,7 @@ def emulate(wt: np.ndarray, szt: np.ndarray, x: np.ndarray, N: int, G: int) -> n
                         B[2 * t[:, None] + [0, 1], g[:, None]] = xp[8 * j + g[:, None], k[:, None] + [0, 1]]
                         B[2 * t[:, None] + [8, 9], g[:, None]] = xp[8 * j + g[:, None], k[:, None] + [2, 3]]
                         part[:, 8 * j:8 * j + 8] += A @ B
-            scale = _halves(szt[T_, grp])[:, 0].astype(np.float64)
+            scale = np.ones(16) if wscale else _halves(szt[T_, grp])[:, 0].astype(np.float64)
             y[16 * T_:16 * T_ + 16] += scale[:, None] * part
     return y[:N, :M].T
 
@@ -81,6 +86,19 @@ def test_emulated_kernel_matches_the_dequantized_product(N: int, K: int, M: int,
     ref = x.astype(np.float64) @ quant.dequantize_w4(w).astype(np.float64).T
     got = emulate(wt, szt, x, N, G)
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-9 * np.abs(ref).max())
+
+
+def test_emulated_scale_in_the_weights_rounds_each_weight_once() -> None:
+    """TCG_WSCALE=1: the weights (q - z) s rounded to fp16; the result is the product of those rounded weights exactly,
+    and within fp16's half-ulp per weight of the dequantized product (the GPU tolerance, 2e-3, is far above)."""
+    w, x = _problem(40, 384, 16, 128, seed=7)
+    wt, szt = pack_w4.pack_w4a16_tc(w)
+    exact = x.astype(np.float64) @ quant.dequantize_w4(w).astype(np.float64).T
+    rounded = quant.dequantize_w4(w).astype(np.float16).astype(np.float64)  # (q - z) * s in fp16, rounded once
+    got = emulate(wt, szt, x, 40, 128, wscale=True)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ rounded.T, rtol=0, atol=1e-9 * np.abs(exact).max())
+    rel = np.linalg.norm(got - exact) / np.linalg.norm(exact)
+    assert 0 < rel < 2e-4  # not the exact product, but close: one fp16 rounding per weight
 
 
 def test_a_swapped_nibble_slot_is_caught() -> None:
