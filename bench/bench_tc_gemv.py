@@ -1,13 +1,16 @@
-"""Device benchmark of the tensor-core W4A16 GEMV's configurations (kernels/tc_gemv.py `TABLE`), beside its peers.
+"""Device benchmark of the tensor-core GEMVs' configurations (kernels/tc_gemv.py and tc_gemv_q8.py `TABLE`), beside
+their peers.
 
-    PYTHONPATH=. python3 bench/bench_tc_gemv.py [--shapes 22016x4096,...] [--batches 1,4,8,16] [--budget 0.1]
+    PYTHONPATH=. python3 bench/bench_tc_gemv.py [--kernel w4a16_tc_gemv] [--shapes 22016x4096,...]
+        [--batches 1,4,8,16] [--budget 0.1]
 
-For each shape and batch: `w4a16_tc_gemv` in both columns of the table ("few" and "many" row tiles per SM) and the
-VARIANTS below, `w4a16_gemv`, `wg_w4a16` (the wgmma GEMM) and cuBLAS bf16, each float64-checked on its first input set
-and timed by the profiler's loop (workbench.measure.timing.measure: L2-cold rotation, CUDA-graph replays), and each
-over the fastest L2-cold read of its own bytes (bench/anchors.py ReadLimit). Prints, per point, the default and the
-three fastest configurations; writes every row to $OUT/tc_gemv_bench.csv (the temp directory without $OUT).
-The table in kernels/tc_gemv.py and docs/kernels-tc-gemv.md came from these rows (2026-12-03, H200).
+For each shape and batch: the kernel (`w4a16_tc_gemv`, `fp8_tc_gemv` or `w8a8_tc_gemv`) in both columns of its table
+("few" and "many" row tiles per SM) and the variants below, and its peers (FAMILIES: our other kernels of the scheme
+and the library kernel it is judged against), each float64-checked on its first input set and timed by the
+profiler's loop (workbench.measure.timing.measure: L2-cold rotation, CUDA-graph replays), and each over the fastest
+L2-cold read of its own bytes (bench/anchors.py ReadLimit). Prints, per point, the default and the three fastest
+configurations; writes every row to $OUT/<kernel>_bench.csv (the temp directory without $OUT).
+The tables in kernels/tc_gemv.py, tc_gemv_q8.py and docs/kernels-tc-gemv.md came from these rows (H200).
 """
 
 from __future__ import annotations
@@ -19,43 +22,81 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import tc_gemv  # noqa: E402
+from kernels import tc_gemv, tc_gemv_q8  # noqa: E402
 
 SHAPES = ((22016, 4096), (4096, 11008), (4096, 4096), (28672, 8192))
-BATCHES = (1, 4, 8, 16)
-PEERS = ("w4a16_gemv", "wg_w4a16", "cublas_bf16")
 CHECK_TOL = 2e-3
-# Overrides tried on top of each batch bin's configurations (fields of tc_gemv.Config); nt follows M.
-VARIANTS: dict[int, tuple[dict[str, Any], ...]] = {
+
+
+@dataclass(frozen=True)
+class Family:
+    module: ModuleType  # tc_gemv or tc_gemv_q8: TABLE, M_MAX, choose_config, the runner class
+    peers: tuple[str, ...]  # the last one is the anchor the kernel is printed against
+    batches: tuple[int, ...]  # the default --batches
+    # overrides tried on top of each batch bin's configurations (fields of the module's Config), by the bin's nt
+    variants: dict[int, tuple[dict[str, Any], ...]]
+
+
+_W4_VARIANTS: dict[int, tuple[dict[str, Any], ...]] = {
     1: ({"warps": 8, "u": 2, "minb": 1}, {"warps": 8, "u": 3, "minb": 3}, {"warps": 16, "u": 2, "minb": 2},
         {"warps": 4, "u": 4, "minb": 8}),
     2: ({"tiles": 2, "u": 2, "warps": 8, "wscale": False}, {"wscale": True, "tiles": 4, "u": 1, "warps": 8},
         {"wscale": True, "tiles": 2, "u": 2, "warps": 8}, {"wscale": True, "tiles": 8, "u": 1, "warps": 8}),
 }
+_Q8_VARIANTS: dict[int, tuple[dict[str, Any], ...]] = {
+    1: ({"warps": 8, "u": 4, "minb": 2}, {"warps": 8, "u": 2, "minb": 4}, {"warps": 16, "u": 2, "minb": 2}),
+    2: ({"warps": 16, "u": 2, "minb": 2}, {"warps": 8, "u": 2, "minb": 2}, {"warps": 8, "u": 2, "tiles": 2, "minb": 1}),
+}
+_FP8_VARIANTS: dict[int, tuple[dict[str, Any], ...]] = {  # the same and the e4m3 mma (no conversion to f16)
+    1: _Q8_VARIANTS[1] + ({"f16": False}, {"f16": False, "warps": 8, "u": 4, "minb": 2}),
+    2: _Q8_VARIANTS[2] + ({"f16": False}, {"f16": False, "warps": 16, "u": 1, "minb": 1}),
+}
+FAMILIES: dict[str, Family] = {
+    "w4a16_tc_gemv": Family(tc_gemv, ("w4a16_gemv", "wg_w4a16", "cublas_bf16"), (1, 4, 8, 16), _W4_VARIANTS),
+    "fp8_tc_gemv": Family(tc_gemv_q8, ("fp8_gemv", "wg_fp8", "torch_fp8_scaled_mm"), (1, 2, 4, 8, 16),
+                          _FP8_VARIANTS),
+    "w8a8_tc_gemv": Family(tc_gemv_q8, ("w8a8_gemv", "wg_w8a8", "torch_int_mm"), (1, 2, 4, 8, 16), _Q8_VARIANTS),
+}
 
 
-def plan(shapes: tuple[tuple[int, int], ...], batches: tuple[int, ...]) -> list[tuple[str, dict[str, Any] | None,
-                                                                                      int, int, int]]:
-    """(kernel, full tc_gemv config or None for a peer, N, K, M) per point, every config checked by choose_config."""
+def _choose(kernel: str, M: int, N: int = 0, sms: int = 132, **override: Any) -> Any:
+    mod = FAMILIES[kernel].module
+    if mod is tc_gemv_q8:
+        return mod.choose_config(M, N, sms, kernel, **override)
+    return mod.choose_config(M, N, sms, **override)
+
+
+def plan(shapes: tuple[tuple[int, int], ...], batches: tuple[int, ...],
+         kernel: str = tc_gemv.NAME) -> list[tuple[str, dict[str, Any] | None, int, int, int]]:
+    """(kernel, full config or None for a peer, N, K, M) per point, every config checked by choose_config."""
+    fam = FAMILIES[kernel]
     cases: list[tuple[str, dict[str, Any] | None, int, int, int]] = []
     for N, K in shapes:
         for M in batches:
-            few, many = next((f, m) for top, f, m in tc_gemv.TABLE if M <= top)
-            configs = [few, many] + [replace(many, **v) for v in VARIANTS[few.nt]]
+            few, many = next((f, m) for top, f, m in fam.module.TABLE if M <= top)
+            configs = [few, many] + [replace(many, **v) for v in fam.variants[few.nt]]
             seen: list[dict[str, Any]] = []
             for c in configs:
                 full = asdict(c)
                 if full not in seen:
-                    tc_gemv.choose_config(M, N, **full)  # refuses what cannot run
+                    _choose(kernel, M, N, **full)  # refuses what cannot run
                     seen.append(full)
-            cases += [(tc_gemv.NAME, c, N, K, M) for c in seen] + [(p, None, N, K, M) for p in PEERS]
+            peers = [p for p in fam.peers if M <= _m_max(p)]
+            cases += [(kernel, c, N, K, M) for c in seen] + [(p, None, N, K, M) for p in peers]
     return cases
+
+
+def _m_max(name: str) -> int:
+    from kernels import registry
+
+    return registry.get(name).m_max
 
 
 def _runner(name: str, config: dict[str, Any] | None) -> Any:
@@ -63,6 +104,8 @@ def _runner(name: str, config: dict[str, Any] | None) -> Any:
 
     if config is None:
         return registry.runner(name)
+    if FAMILIES[name].module is tc_gemv_q8:
+        return tc_gemv_q8.TcGemvQ8Runner(registry.get(name), config=config)
     return tc_gemv.TcGemvRunner(registry.get(name), config=config)
 
 
@@ -97,19 +140,19 @@ def run(cases: list[tuple[str, dict[str, Any] | None, int, int, int]], budget: f
     return rows
 
 
-def print_points(rows: list[dict[str, Any]]) -> None:
+def print_points(rows: list[dict[str, Any]], kernel: str = tc_gemv.NAME) -> None:
+    peers = FAMILIES[kernel].peers
     for N, K, M in sorted({(r["N"], r["K"], r["M"]) for r in rows}):
         here = [r for r in rows if (r["N"], r["K"], r["M"]) == (N, K, M) and r["rel_err"] < CHECK_TOL]
         peer = {r["kernel"]: r["time_s"] for r in here if not r["config"]}
-        cub = peer.get("cublas_bf16", math.nan)
+        anchor = peer.get(peers[-1], math.nan)
         mine = sorted((r for r in here if r["config"]), key=lambda r: r["time_s"])
-        default = str(asdict(tc_gemv.choose_config(M, N, sms=_sms())))
-        gv, wg = (peer.get(k, math.nan) * 1e6 for k in ("w4a16_gemv", "wg_w4a16"))
-        print(f"\n{N}x{K} M={M}: cuBLAS bf16 {cub * 1e6:.2f} us, w4a16_gemv {gv:.2f}, wg_w4a16 {wg:.2f}")
+        default = str(asdict(_choose(kernel, M, N, sms=_sms())))
+        print(f"\n{N}x{K} M={M}: " + ", ".join(f"{p} {peer.get(p, math.nan) * 1e6:.2f} us" for p in peers))
         for r in [r for r in mine if r["config"] == default][:1] + [r for r in mine if r["config"] != default][:3]:
             tag = "default" if r["config"] == default else "       "
-            print(f"  {tag} {r['time_s'] * 1e6:7.2f} us  {r['x_read_limit']:.2f}x read  {cub / r['time_s']:.2f}x cuBLAS"
-                  f"  {r['config']}")
+            print(f"  {tag} {r['time_s'] * 1e6:7.2f} us  {r['x_read_limit']:.2f}x read  {anchor / r['time_s']:.2f}x "
+                  f"{peers[-1]}  {r['config']}")
 
 
 def _sms() -> int:
@@ -119,27 +162,32 @@ def _sms() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="the tensor-core W4A16 GEMV's configurations (run on the device)")
+    ap = argparse.ArgumentParser(description="the tensor-core GEMVs' configurations (run on the device)")
+    ap.add_argument("--kernel", default=tc_gemv.NAME)
     ap.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES))
-    ap.add_argument("--batches", default=",".join(map(str, BATCHES)))
+    ap.add_argument("--batches", default="")
     ap.add_argument("--budget", type=float, default=0.1, help="seconds of timing loop per point")
     args = ap.parse_args(argv)
+    if args.kernel not in FAMILIES:
+        print(f"bench_tc_gemv: --kernel takes one of {', '.join(FAMILIES)}, got {args.kernel!r}", file=sys.stderr)
+        return 2
+    fam = FAMILIES[args.kernel]
     try:
         shapes = tuple(tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(","))
-        batches = tuple(int(m) for m in args.batches.split(","))
-        if any(len(s) != 2 or min(s) < 1 for s in shapes) or any(not 1 <= m <= tc_gemv.M_MAX for m in batches):
+        batches = tuple(int(m) for m in args.batches.split(",")) if args.batches else fam.batches
+        if any(len(s) != 2 or min(s) < 1 for s in shapes) or any(not 1 <= m <= fam.module.M_MAX for m in batches):
             raise ValueError
     except ValueError:
-        print(f"bench_tc_gemv: --shapes takes NxK,... and --batches M,... with 1 <= M <= {tc_gemv.M_MAX}",
+        print(f"bench_tc_gemv: --shapes takes NxK,... and --batches M,... with 1 <= M <= {fam.module.M_MAX}",
               file=sys.stderr)
         return 2
-    rows = run(plan(shapes, batches), args.budget)
-    path = Path(os.environ.get("OUT") or tempfile.gettempdir()) / "tc_gemv_bench.csv"
+    rows = run(plan(shapes, batches, args.kernel), args.budget)
+    path = Path(os.environ.get("OUT") or tempfile.gettempdir()) / f"{args.kernel}_bench.csv"
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["kernel"])
         w.writeheader()
         w.writerows(rows)
-    print_points(rows)
+    print_points(rows, args.kernel)
     print(f"\nrows: {path}")
     return 0
 

@@ -75,9 +75,11 @@ class WgTile:
 # Batch tile -> its tile. Shared memory per CTA: stages * (64 * warpgroups + bm) * kt + 1024 bytes (<= 227 KB).
 # From the H200 tile benchmarks (docs/kernels-wgmma.md): the cp.async kernel to BM = 64 (two 64-channel blocks per
 # warpgroup and 4-warpgroup 256-channel tiles were slower), the TMA kernel from BM = 128 (with the slot fix-up, bf16
-# 63.2 / 38.3 us against 64.2 / 39.2 for cp.async at 128; 22016x4096 at 256: 130 us against 151 before it).
+# 63.2 / 38.3 us against 64.2 / 39.2 for cp.async at 128; 22016x4096 at 256: 130 us against 151 before it); 6 stages
+# at BM = 128 (bf16 57.2 / 35.1 us against 60.6 / 36.4 with 4, fp8 41.1 / 26.0 against 41.9 / 26.5; at 256 the 4
+# stages stay: 3 stages or 256-byte k-tiles were 6-35 % slower).
 WG_TILES: dict[int, WgTile] = {
-    16: WgTile(2, 6, 256), 32: WgTile(2, 5, 256), 64: WgTile(2, 4, 256), 128: WgTile(2, 4, 128, True, 1),
+    16: WgTile(2, 6, 256), 32: WgTile(2, 5, 256), 64: WgTile(2, 4, 256), 128: WgTile(2, 6, 128, True, 1),
     256: WgTile(2, 4, 128, True, 1),
 }
 SMEM_LIMIT = 227 * 1024
