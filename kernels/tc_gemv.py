@@ -49,11 +49,13 @@ class Config:
 
 
 # A layer with at most FEW_TILES_PER_SM row tiles (N / 16) per SM takes the "few" configuration. On the H200 (132
-# SMs): 4096 channels (2 per SM) took "few", 22016 and 28672 (10, 14 per SM) "many" (docs/kernels-tc-gemv.md).
+# SMs): 4096 channels (2 per SM) took "few", 22016 and 28672 (10, 14 per SM) "many" (docs/kernels-tc-gemv.md). At
+# M 9-16 the many column runs 2 row tiles per CTA, 2 CTAs per SM: 22-26 % faster than 4 row tiles on 12288x4096,
+# 28672x8192 and 32000x4096, 6 % slower on 22016x4096 (bench_tc_gemv rows, c2ece55).
 FEW_TILES_PER_SM = 4
 TABLE: tuple[tuple[int, Config, Config], ...] = (  # (largest M, few row tiles per SM, many)
     (8, Config(nt=1, warps=16, u=1, minb=2), Config(nt=1, warps=8, u=2, minb=4)),
-    (16, Config(nt=2, warps=8, u=2, tiles=2), Config(nt=2, warps=4, u=1, tiles=4, wscale=True)),
+    (16, Config(nt=2, warps=8, u=2, tiles=2), Config(nt=2, warps=4, u=1, tiles=2, wscale=True, minb=2)),
 )
 
 
