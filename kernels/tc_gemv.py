@@ -151,7 +151,7 @@ def make_runner(spec: KernelSpec, group_size: int | None = None) -> TcGemvRunner
 SPECS: tuple[KernelSpec, ...] = (
     KernelSpec(NAME, "w4a16", "nvrtc", "optimized", "kernels.tc_gemv:make_runner", m_max=M_MAX, source=SOURCE,
                entry=ENTRY,
-               geometry="one CTA per 1-4 row tiles of 16 channels (kernels.tc_gemv.TABLE), warps splitting the K "
+               geometry="one CTA per 1-2 row tiles of 16 channels (kernels.tc_gemv.TABLE), warps splitting the K "
                "groups, weights straight to registers (16-byte loads in the mma's fragment order), sums across warps "
                "in shared memory",
                notes="G=128 (any multiple of 64); mma.sync m16n8k16 f16 with the weights as A and the batch as N "
