@@ -51,6 +51,8 @@
 #error "Q8_F16 converts e4m3 operands; the s8 kernel has nothing to convert"
 #endif
 
+#include "tc_gemv_common.cuh"
+
 constexpr int NT = TCQ_NT, WARPS = TCQ_WARPS, U = TCQ_U, TILES = TCQ_TILES;
 
 #if Q8_S8
@@ -62,14 +64,6 @@ typedef float Acc;
 #define Q8_MMA "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"
 #define Q8_REG "f"
 #endif
-
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(p));
-  return r;
-}
 
 __device__ __forceinline__ void mma_q8(Acc* c, const uint4& a, unsigned b0, unsigned b1) {
   asm volatile(Q8_MMA " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -87,14 +81,6 @@ __device__ __forceinline__ unsigned e4m3x2_to_f16x2(unsigned short v) {
 __device__ __forceinline__ void to_f16(unsigned w, unsigned& lo, unsigned& hi) {
   lo = e4m3x2_to_f16x2(static_cast<unsigned short>(w & 0xffffu));
   hi = e4m3x2_to_f16x2(static_cast<unsigned short>(w >> 16));
-}
-
-__device__ __forceinline__ void mma_f16(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
-                                        unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // What one warp needs to know about the problem and its place in the CTA.
@@ -152,8 +138,9 @@ __device__ __forceinline__ void compute_chunk(const Ctx& p, Sums& acc, const Chu
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
         const unsigned* f = a[r][s];  // {g lo, g hi, g+8 lo, g+8 hi} of k0..3, then of k0+4..7
-        mma_f16(acc[r][j], f[0], f[2], f[1], f[3], b[4 * s], b[4 * s + 1]);
-        mma_f16(acc[r][j], f[4], f[6], f[5], f[7], b[4 * s + 2], b[4 * s + 3]);
+        const unsigned a0[4] = {f[0], f[2], f[1], f[3]}, a1[4] = {f[4], f[6], f[5], f[7]};
+        mma_f16(acc[r][j], a0, b[4 * s], b[4 * s + 1]);
+        mma_f16(acc[r][j], a1, b[4 * s + 2], b[4 * s + 3]);
       }
   }
 #else
@@ -175,29 +162,11 @@ __device__ __forceinline__ unsigned short f32_to_f16(float v) {
   return r;
 }
 
-// Across warps, one row tile at a time: red[warp][channel][batch row], then one thread per (batch row, channel) sums
-// (in the accumulator's type: s32 sums stay exact), scales and stores.
+// The sums across warps, scaled per token and channel, stored as fp16.
 __device__ __forceinline__ void reduce_store(const Ctx& p, const Sums& acc, int tile0) {
-  __shared__ Acc red[WARPS][16][NT * 8];
-#pragma unroll
-  for (int r = 0; r < TILES; ++r) {
-    if (r) __syncthreads();  // the previous tile's readers of red are done
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) red[p.warp][p.g + 8 * (i >> 1)][8 * j + 2 * p.t + (i & 1)] = acc[r][j][i];
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < NT * 8 * 16; idx += WARPS * 32) {
-      const int ch = idx & 15, m = idx >> 4;
-      const int n = (tile0 + r) * 16 + ch;
-      if (m < p.M && n < p.N) {
-        Acc v = 0;
-#pragma unroll
-        for (int q = 0; q < WARPS; ++q) v += red[q][ch][m];
-        p.y[(size_t)m * p.N + n] = f32_to_f16(static_cast<float>(v) * p.sa[m] * p.sb[n]);
-      }
-    }
-  }
+  reduce_tiles<WARPS, NT, TILES>(acc, p.warp, p.g, p.t, tile0, p.M, p.N, [&](int m, int n, Acc v) {
+    p.y[(size_t)m * p.N + n] = f32_to_f16(static_cast<float>(v) * p.sa[m] * p.sb[n]);
+  });
 }
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, TCQ_MINB)

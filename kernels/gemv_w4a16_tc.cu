@@ -26,6 +26,8 @@
 // per TILES row tiles. MINB caps the registers (__launch_bounds__) so that more CTAs fit on an SM.
 #include <cuda_fp16.h>
 
+#include "tc_gemv_common.cuh"
+
 #ifndef TCG_NT
 #define TCG_NT 1  // n-tiles of 8 batch rows: M <= 8 * NT
 #endif
@@ -51,14 +53,6 @@
 constexpr int NT = TCG_NT, WARPS = TCG_WARPS, U = TCG_U, TILES = TCG_TILES, CPG = W4_GROUP / 64;
 static_assert(W4_GROUP % 64 == 0, "the group must be a multiple of 64 (one k-chunk of the layout)");
 
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(p));
-  return r;
-}
-
 __device__ __forceinline__ unsigned hmul2(unsigned a, unsigned b) {
   unsigned d;
   asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
@@ -81,13 +75,6 @@ __device__ __forceinline__ unsigned hfma2(unsigned a, unsigned b, unsigned c) {
   unsigned d;
   asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
   return d;
-}
-
-__device__ __forceinline__ void mma_f16(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // (1024 + z) of channel g in both halves, and -(64 + z) for the high-nibble pairs.
@@ -231,29 +218,10 @@ __device__ __forceinline__ void compute_group(const Ctx& p, Acc& acc, const Grou
 #endif
 }
 
-// Across warps, one row tile at a time: red[warp][channel][batch row], then one thread per (batch row, channel)
-// sums and stores.
+// The sums across warps, stored as fp16.
 __device__ __forceinline__ void reduce_store(const Ctx& p, const Acc& acc, int tile0) {
-  __shared__ float red[WARPS][16][NT * 8];
-#pragma unroll
-  for (int r = 0; r < TILES; ++r) {
-    if (r) __syncthreads();  // the previous tile's readers of red are done
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) red[p.warp][p.g + 8 * (i >> 1)][8 * j + 2 * p.t + (i & 1)] = acc[r][j][i];
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < NT * 8 * 16; idx += WARPS * 32) {
-      const int ch = idx & 15, m = idx >> 4;
-      const int n = (tile0 + r) * 16 + ch;
-      if (m < p.M && n < p.N) {
-        float v = 0.f;
-#pragma unroll
-        for (int q = 0; q < WARPS; ++q) v += red[q][ch][m];
-        p.y[(size_t)m * p.N + n] = __float2half_rn(v);
-      }
-    }
-  }
+  reduce_tiles<WARPS, NT, TILES>(acc, p.warp, p.g, p.t, tile0, p.M, p.N,
+                                 [&](int m, int n, float v) { p.y[(size_t)m * p.N + n] = __float2half_rn(v); });
 }
 
 __device__ __forceinline__ Ctx make_ctx(const uint4* W, const unsigned* SZ, const __half* x, __half* y, int M, int N,

@@ -1,0 +1,49 @@
+// Shared device code of the tensor-core GEMVs (gemv_w4a16_tc.cu, gemv_q8_tc.cu): the streaming weight load, the f16
+// mma, and the sums across the warps of a CTA. No CUDA headers are needed.
+#pragma once
+
+// A 16-byte load that bypasses L1 (each weight is read once).
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
+
+// c += a . b, mma.sync m16n8k16 f16 x f16 -> f32 (a: the A fragment's four registers, b0 b1: the B fragment's two).
+__device__ __forceinline__ void mma_f16(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Across the WARPS warps of a CTA, one of its TILES row tiles (16 channels) at a time: each warp's m16n8 accumulators
+// (c_i at channel g + 8 (i / 2), batch row 8 j + 2 t + i % 2) go to red[warp][channel][batch row]; then one thread
+// per (batch row m < M, channel n < N) sums them in the accumulator's type (s32 sums stay exact) and calls
+// store(m, n, sum).
+template <int WARPS, int NT, int TILES, class Acc, class Store>
+__device__ __forceinline__ void reduce_tiles(const Acc (&acc)[TILES][NT][4], int warp, int g, int t, int tile0, int M,
+                                             int N, Store store) {
+  __shared__ Acc red[WARPS][16][NT * 8];
+#pragma unroll
+  for (int r = 0; r < TILES; ++r) {
+    if (r) __syncthreads();  // the previous tile's readers of red are done
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp][g + 8 * (i >> 1)][8 * j + 2 * t + (i & 1)] = acc[r][j][i];
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < NT * 8 * 16; idx += WARPS * 32) {
+      const int ch = idx & 15, m = idx >> 4;
+      const int n = (tile0 + r) * 16 + ch;
+      if (m < M && n < N) {
+        Acc v = 0;
+#pragma unroll
+        for (int q = 0; q < WARPS; ++q) v += red[q][ch][m];
+        store(m, n, v);
+      }
+    }
+  }
+}
