@@ -5,8 +5,9 @@
 //
 // As gemv_w4a16_tc.cu: the weights are the mma's A operand (16 channels per m16n8k32) and the batch its N (8 rows
 // per n-tile), each weight goes global -> registers of the one warp that needs it (no shared-memory stage), and the
-// warps of a CTA split K. There is nothing to convert: a 16-byte load of a lane is one A fragment as it lies in
-// memory, and the sums run over the whole of K (the scales are per channel and per token, applied once per output).
+// warps of a CTA split K. There is nothing to dequantize: a 16-byte load of a lane is one A fragment as it lies in
+// memory (e4m3 is converted to fp16 once, Q8_F16 below), and the sums run over the whole of K (the scales are per
+// channel and per token, applied once per output).
 //
 // Layout (kernels/pack_q8.py pack_q8_tc, offline): for row tile T (16 channels), 64-wide chunk c of K and k-step s
 // (0, 1), lane (g = lane / 4, t = lane % 4) reads one 16-byte word set {channel g, channel g + 8} x {k0 .. k0 + 3,
