@@ -16,13 +16,27 @@ def _bytes(word: np.uint32) -> np.ndarray:
     return np.array([(int(word) >> (8 * i)) & 0xFF for i in range(4)], dtype=np.uint8).view(np.int8).astype(np.int64)
 
 
+def _padded(x: np.ndarray) -> np.ndarray:
+    """x with its batch rows padded to whole n-tiles of 8 (zeros), as int64."""
+    xp = np.zeros((-(-x.shape[0] // 8) * 8, x.shape[1]), dtype=np.int64)
+    xp[:x.shape[0]] = x
+    return xp
+
+
+def _accumulate(y: np.ndarray, D: np.ndarray, j: int, tile: int) -> None:
+    """Add one mma's D [16 channels, 8 batch rows] to y through the C fragment (c_i of lane (g, t) at channel
+    g + 8 (i // 2), batch row 2 t + i % 2), as reduce_tiles reads it."""
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for i in range(4):
+            y[8 * j + 2 * t + i % 2, 16 * tile + g + 8 * (i // 2)] += D[g + 8 * (i // 2), 2 * t + i % 2]
+
+
 def _emulate(words: np.ndarray, x: np.ndarray, N: int) -> np.ndarray:
     """y [M, N] = what the kernel sums: per row tile, chunk, k-step and n-tile one m16n8k32 from the lanes'
     registers."""
     T, C = words.shape[:2]
-    M = x.shape[0]
-    xp = np.zeros((-(-M // 8) * 8, x.shape[1]), dtype=np.int64)
-    xp[:M] = x
+    xp = _padded(x)
     y = np.zeros((xp.shape[0], T * 16), dtype=np.int64)
     for tile in range(T):
         for c in range(C):
@@ -39,12 +53,8 @@ def _emulate(words: np.ndarray, x: np.ndarray, N: int) -> np.ndarray:
                         xb = xp[8 * j + g, k0:k0 + 8]  # the half of the lane's 16-byte load of x for this k-step
                         B[4 * t:4 * t + 4, g] = xb[:4]
                         B[16 + 4 * t:16 + 4 * t + 4, g] = xb[4:]
-                    D = A @ B  # [16 channels, 8 batch rows]
-                    for lane in range(32):  # through the C fragment, as reduce_store reads it
-                        g, t = lane // 4, lane % 4
-                        for i in range(4):
-                            y[8 * j + 2 * t + i % 2, 16 * tile + g + 8 * (i // 2)] += D[g + 8 * (i // 2), 2 * t + i % 2]
-    return y[:M, :N]
+                    _accumulate(y, A @ B, j, tile)
+    return y[:x.shape[0], :N]
 
 
 @pytest.mark.parametrize(("M", "N", "K"), [(1, 16, 64), (3, 37, 192), (9, 20, 128)])
@@ -62,9 +72,7 @@ def _emulate_f16(words: np.ndarray, x: np.ndarray, N: int) -> np.ndarray:
     0..1; B: register r holds column g, rows 2 t + 8 r + 0..1) fed as compute_chunk feeds them, the e4m3 -> f16
     conversion standing in as the identity on integer codes."""
     T, C = words.shape[:2]
-    M = x.shape[0]
-    xp = np.zeros((-(-M // 8) * 8, x.shape[1]), dtype=np.int64)
-    xp[:M] = x
+    xp = _padded(x)
     y = np.zeros((xp.shape[0], T * 16), dtype=np.int64)
     for tile in range(T):
         for c in range(C):
@@ -83,13 +91,8 @@ def _emulate_f16(words: np.ndarray, x: np.ndarray, N: int) -> np.ndarray:
                             xb = xp[8 * j + g, k0:k0 + 4]
                             B[2 * t:2 * t + 2, g] = xb[:2]
                             B[2 * t + 8:2 * t + 10, g] = xb[2:]
-                        D = A @ B
-                        for lane in range(32):
-                            g, t = lane // 4, lane % 4
-                            for i in range(4):
-                                y[8 * j + 2 * t + i % 2, 16 * tile + g + 8 * (i // 2)] += D[g + 8 * (i // 2),
-                                                                                             2 * t + i % 2]
-    return y[:M, :N]
+                        _accumulate(y, A @ B, j, tile)
+    return y[:x.shape[0], :N]
 
 
 @pytest.mark.parametrize(("M", "N", "K"), [(1, 16, 64), (11, 37, 192)])
