@@ -141,3 +141,25 @@ def test_error_view_of_a_tier_without_its_ratio_column(plain, kernel_tier):
     fig = callbacks.view_figure(AppState(data), "error", _controls(data), [])
     assert "Model error (kernel)" in fig.layout.title.text
     assert np.allclose(np.asarray(fig.data[0].customdata, dtype=float)[np.isfinite(fig.data[0].customdata)], 0.9)
+
+
+def test_whole_model_view_draws_the_tier_its_title_names(plain):
+    """The kernel tier has no precomputed roll-up: the whole-model curve is the layers' fastest registered kernels
+    (workbench.analysis.kernel_tier.model_steps_kernel_tier), not the floor roll-up standing in under a kernel title."""
+    from workbench.analysis.kernel_tier import model_steps_kernel_tier
+
+    state = AppState(plain)
+    schemes = ["bf16", "w4a16"]
+    fig = callbacks.view_figure(state, "rollup", _controls(plain, schemes=schemes, tier="kernel", m_lo=1, m_hi=16), [])
+    assert "kernel" in fig.layout.title.text
+    want = model_steps_kernel_tier("llama-2-7b", "h200-sxm", schemes, [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 13, 16],
+                                   plain.calibrations, plain.params)
+    floor = callbacks.view_figure(state, "rollup", _controls(plain, schemes=schemes, tier="floor", m_lo=1, m_hi=16), [])
+    for scheme in schemes:
+        got = next(t for t in fig.data if t.name.startswith(scheme) and "predicted" in t.name and t.xaxis == "x")
+        ref = want[want["scheme"] == scheme].set_index("batch")["time_step_s"]
+        step = dict(zip(got.x, got.y, strict=True))
+        batches = sorted(set(step) & set(ref.index))
+        assert batches and np.allclose([step[b] for b in batches], [ref[b] * 1e3 for b in batches], rtol=1e-9)
+        other = next(t for t in floor.data if t.name.startswith(scheme) and "predicted" in t.name and t.xaxis == "x")
+        assert not np.allclose(np.asarray(other.y, dtype=float), np.asarray(got.y, dtype=float), rtol=1e-3)

@@ -132,3 +132,41 @@ def fit_rows(measured: pd.DataFrame) -> pd.DataFrame:
     df = df[ok.to_numpy()].copy()
     df["gpu"] = df["gpu_key"].astype(str)
     return df.reset_index(drop=True)
+
+
+def model_layers_kernel_tier(model: str, gpu: str, schemes: list[str], batches: list[int],
+                             calibrations: Mapping[str, Calibration] | None = None,
+                             table: ParamTable | None = None) -> pd.DataFrame:
+    """(scheme, batch, layer, time_s, bytes) per linear layer of one decode step of `model` on `gpu`: the layer's
+    instances × the kernel-tier time of the fastest registered kernel of the scheme (the whole-model roll-up of the
+    kernel tier). A scheme whose quantization does not fit the model's shapes is left out."""
+    from models.errors import InputError
+    from models.rollup import model_points
+    from models.roofline import predict
+    from models.workloads import get_model
+
+    m = get_model(model)
+    points = []
+    for scheme in schemes:  # one scheme at a time only to leave out those that do not fit
+        try:
+            points.append(model_points(m, [gpu], [scheme], batches))
+        except InputError:
+            continue
+    if not points:
+        return pd.DataFrame({"scheme": [], "batch": [], "layer": [], "time_s": [], "bytes": []})
+    pred = best_kernel_tier(predict(pd.concat(points, ignore_index=True), calibrations or None), calibrations, table)
+    w = pred["instances"].to_numpy(dtype=np.float64)
+    return pd.DataFrame({"scheme": pred["scheme"].astype(str).to_numpy(), "batch": pred["batch"].to_numpy(),
+                         "layer": pred["layer"].astype(str).to_numpy(),
+                         "time_s": pred["time_kernel_s"].to_numpy(dtype=np.float64) * w,
+                         "bytes": pred["bytes"].to_numpy(dtype=np.float64) * w})
+
+
+def model_steps_kernel_tier(model: str, gpu: str, schemes: list[str], batches: list[int],
+                            calibrations: Mapping[str, Calibration] | None = None,
+                            table: ParamTable | None = None) -> pd.DataFrame:
+    """(scheme, batch, time_step_s, tokens_per_s, bytes_step): `model_layers_kernel_tier` summed over the layers."""
+    layers = model_layers_kernel_tier(model, gpu, schemes, batches, calibrations, table)
+    step = layers.groupby(["scheme", "batch"], sort=False)[["time_s", "bytes"]].sum(min_count=1).reset_index()
+    return pd.DataFrame({"scheme": step["scheme"].astype(str), "batch": step["batch"], "time_step_s": step["time_s"],
+                         "tokens_per_s": step["batch"] / step["time_s"], "bytes_step": step["bytes"]})

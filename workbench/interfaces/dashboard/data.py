@@ -49,6 +49,8 @@ class DashboardData:
     rollups: pd.DataFrame  # models.rollup.rollup for every model × GPU × scheme on BATCH_GRID (all tiers)
     notes: list[str] = field(default_factory=list)  # what could not be loaded, shown on the page
     params: Any = None  # the kernel tier's ParamTable (analysis.kernel_tier.params_for(data_dir)); None: the shipped
+    # (model, gpu) -> the kernel tier's roll-up, filled on first use (kernel_rollup): not precomputed, it costs ~2 s
+    kernel_rollups: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
 
     @functools.cached_property
     def measured_gpus(self) -> list[str]:
@@ -152,6 +154,22 @@ def rollup_grid(model_keys: list[str], gpu_keys: list[str], calibrations: dict[s
         return pd.DataFrame(columns=["model", "gpu", "scheme", "batch"])
     out = pd.concat(parts, ignore_index=True).rename(columns={"gpu": "gpu_key"})
     return _categorize(out.astype({"model": "string"}).astype({"model": "category"}))
+
+
+def kernel_rollup(data: DashboardData, model: str, gpu: str) -> pd.DataFrame:
+    """The kernel tier's whole-model roll-up of `model` on `gpu`, every scheme on BATCH_GRID, in `rollups`' columns
+    (time_step_kernel_s: the fastest registered kernel of the scheme per layer; NaN where a scheme has none)."""
+    key = (model, gpu)
+    if key not in data.kernel_rollups:
+        from models.schemes import SCHEME_NAMES
+        from workbench.analysis.kernel_tier import model_steps_kernel_tier
+
+        steps = model_steps_kernel_tier(model, gpu, list(SCHEME_NAMES), list(BATCH_GRID), data.calibrations,
+                                        data.params)
+        data.kernel_rollups[key] = pd.DataFrame({"model": model, "gpu_key": gpu, "scheme": steps["scheme"],
+                                                 "batch": steps["batch"], "time_step_kernel_s": steps["time_step_s"],
+                                                 "bytes_step": steps["bytes_step"]})
+    return data.kernel_rollups[key]
 
 
 def _load_hypotheses(data_dir: Path, comparison: pd.DataFrame) -> pd.DataFrame:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from models.errors import InputError
 from workbench.interfaces.dashboard import fig_batch, fig_diagnostics, fig_roofline, style
-from workbench.interfaces.dashboard.data import TIER_COLUMNS, DashboardData, Frames
+from workbench.interfaces.dashboard.data import TIER_COLUMNS, DashboardData, Frames, kernel_rollup
 from workbench.interfaces.dashboard.queries import (
     Selection,
     effective_tier,
@@ -118,9 +118,9 @@ def roofline_view(data: DashboardData, frames: Frames, sel: Selection):
 # ---------------------------------------------------------------------------------------------------- time vs batch
 def _rollup_predicted(data: DashboardData, sel: Selection, gpu: str, schemes: tuple[str, ...]) -> pd.DataFrame:
     """(scheme, batch, time_step_s, tokens_per_s, bytes_step) of the selected model from the precomputed roll-up."""
-    roll = data.rollups
     tier = effective_tier(data, gpu, sel.tier)
-    if f"time_step_{tier}_s" not in roll.columns:  # a per-kernel tier has no roll-up: the best grid tier stands in
+    roll = kernel_rollup(data, sel.model, gpu) if tier == "kernel" else data.rollups
+    if f"time_step_{tier}_s" not in roll.columns:
         tier = effective_tier(data, gpu, "floor", data.predictions)
     mask = np.array(roll["model"] == sel.model, dtype=bool) & np.array(roll["gpu_key"] == gpu, dtype=bool)
     mask &= np.array(roll["scheme"].isin(schemes), dtype=bool)

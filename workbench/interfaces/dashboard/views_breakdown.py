@@ -36,19 +36,20 @@ def layer_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str, b
     from models.rollup import model_points
     from models.roofline import predict
     from models.workloads import get_model
+    from workbench.analysis.kernel_tier import model_layers_kernel_tier
 
     model = get_model(sel.model)
     tier = effective_tier(data, gpu, sel.tier, data.predictions)
     rows = []
-    for scheme in sel.schemes:
+    if tier == "kernel":
+        layers = model_layers_kernel_tier(sel.model, gpu, list(sel.schemes), [batch], data.calibrations, data.params)
+        rows += [{"scheme": r.scheme, "source": "predicted", "layer": r.layer, "time_s": r.time_s}
+                 for r in layers.itertuples(index=False)]
+    for scheme in sel.schemes if tier != "kernel" else ():
         try:
             pred = predict(model_points(model, [gpu], [scheme], [batch]), data.calibrations or None)
         except InputError:
             continue
-        if tier == "kernel":
-            from workbench.analysis.kernel_tier import best_kernel_tier
-
-            pred = best_kernel_tier(pred, data.calibrations)
         for layer, part in pred.groupby("layer", sort=False):
             t = float((part[TIER_COLUMNS[tier]] * part["instances"]).sum())
             rows.append({"scheme": scheme, "source": "predicted", "layer": str(layer), "time_s": t})
