@@ -20,6 +20,8 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
+#include "ptx.cuh"
+
 #ifndef GEMV_MB
 #define GEMV_MB 1
 #endif
@@ -38,15 +40,6 @@
 
 #define GEMV_MAX_WARPS 32
 
-// Streaming 16-byte load: read-only path, no L1 allocation (weights are read once).
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-    uint4 r;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p));
-    return r;
-}
-
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -63,13 +56,6 @@ __device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
     unsigned r;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
     return r;
-}
-
-// d = (a & b) | c in one instruction (immLut 0xEA).
-__device__ __forceinline__ unsigned lop3_and_or(unsigned a, unsigned b, unsigned c) {
-    unsigned d;
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
 }
 
 __device__ __forceinline__ float2 h2_to_f2(unsigned u) {

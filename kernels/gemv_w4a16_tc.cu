@@ -53,30 +53,6 @@
 constexpr int NT = TCG_NT, WARPS = TCG_WARPS, U = TCG_U, TILES = TCG_TILES, CPG = W4_GROUP / 64;
 static_assert(W4_GROUP % 64 == 0, "the group must be a multiple of 64 (one k-chunk of the layout)");
 
-__device__ __forceinline__ unsigned hmul2(unsigned a, unsigned b) {
-  unsigned d;
-  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
-__device__ __forceinline__ unsigned lop3_and_or(unsigned a, unsigned b, unsigned c) {
-  unsigned d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-
-__device__ __forceinline__ unsigned hsub2(unsigned a, unsigned b) {
-  unsigned d;
-  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
-__device__ __forceinline__ unsigned hfma2(unsigned a, unsigned b, unsigned c) {
-  unsigned d;
-  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-
 // (1024 + z) of channel g in both halves, and -(64 + z) for the high-nibble pairs.
 struct Zero {
   unsigned lo, hi;

@@ -9,9 +9,12 @@
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include "ptx.cuh"
 #include "splitk.cuh"
 
 namespace tc {
+using ::lop3_and_or;
+using ::mma_f16;
 using splitk::acc_add;
 using splitk::acc_bits;
 using splitk::ld_v4;
@@ -38,19 +41,6 @@ __device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned& r0, unsigned& r
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(addr));
-}
-
-// d = (a & b) | c in one LOP3 (immLut 0xEA); the compiler emits two for the C expression in some contexts.
-__device__ __forceinline__ unsigned lop3_and_or(unsigned a, unsigned b, unsigned c) {
-  unsigned d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-
-__device__ __forceinline__ void mma_f16(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 __device__ __forceinline__ void mma_bf16(float* c, const unsigned* a, unsigned b0, unsigned b1) {

@@ -1,23 +1,7 @@
-// Shared device code of the tensor-core GEMVs (gemv_w4a16_tc.cu, gemv_q8_tc.cu): the streaming weight load, the f16
-// mma, and the sums across the warps of a CTA. No CUDA headers are needed.
+// Shared device code of the tensor-core GEMVs (gemv_w4a16_tc.cu, gemv_q8_tc.cu): the sums across the warps of a CTA
+// (the PTX wrappers they use are in ptx.cuh). No CUDA headers are needed.
 #pragma once
-
-// A 16-byte load that bypasses L1 (each weight is read once).
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(p));
-  return r;
-}
-
-// c += a . b, mma.sync m16n8k16 f16 x f16 -> f32 (a: the A fragment's four registers, b0 b1: the B fragment's two).
-__device__ __forceinline__ void mma_f16(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+#include "ptx.cuh"
 
 // Across the WARPS warps of a CTA, one of its TILES row tiles (16 channels) at a time: each warp's m16n8 accumulators
 // (c_i at channel g + 8 (i / 2), batch row 8 j + 2 t + i % 2) go to red[warp][channel][batch row]; then one thread

@@ -22,37 +22,12 @@
 // two independent wgmma chains per block; the warpgroup reads its words of each 16-byte load and drops the others).
 //
 // Entry: template wg_gemm_w4a16<BM, WG, MB, STAGES> (kernels/wgmma.py instantiates it by name expression).
+#include "ptx.cuh"
 #include "wg_common.cuh"
 
 namespace wg {
 
 constexpr int W4_BLOCK = 8192, W4_SCALES = 512;  // bytes of codes and of (scale, zero) pairs per 128 x 128 block
-
-__device__ __forceinline__ unsigned lop3_and_or(unsigned a, unsigned b, unsigned c) {
-  unsigned d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-__device__ __forceinline__ unsigned hsub2(unsigned a, unsigned b) {
-  unsigned d;
-  asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-__device__ __forceinline__ unsigned hadd2(unsigned a, unsigned b) {
-  unsigned d;
-  asm("add.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-__device__ __forceinline__ unsigned hmul2(unsigned a, unsigned b) {
-  unsigned d;
-  asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-__device__ __forceinline__ unsigned hfma2(unsigned a, unsigned b, unsigned c) {
-  unsigned d;
-  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
 
 // Per column fragment nf of the warpgroup (channel w*32 + 8 nf' + lane/4 for the block's fragment nf'): the scale
 // and the two zero terms as fp16 pairs. NF = 4 when the warpgroup takes both row blocks of its channels, 2 when one.
