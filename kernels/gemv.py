@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, pack_w4, problems, quant
-from kernels.launch import Launch, bound_problem, device_sms, resident_blocks
+from kernels.launch import BoundLaunchRunner, Launch, bound_problem, device_sms, resident_blocks
 from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.xstage import allow_smem, x_smem_bytes, x_tile
 from models.errors import InputError
@@ -349,7 +349,7 @@ def params(name: str, group_size: int = W4_GROUP) -> problems.Params:
     return problems.Params(scheme, weight, d.x_kind, group_size=group_size if weight == "w4" else 0)
 
 
-class GemvRunner:
+class GemvRunner(BoundLaunchRunner):
     def __init__(self, spec: KernelSpec, config: dict[str, Any] | None = None, group_size: int | None = None) -> None:
         self.spec = spec
         self.config = dict(config or {})
@@ -374,10 +374,7 @@ class GemvRunner:
         return bound_problem(inputs, xs, ws, out,
                              make_launch(name, cfg, M, N, K, xs, ws, out, self.group_size or W4_GROUP))
 
-    def launch(self, problem: Problem) -> None:
-        problem.arrays["launch"]()
-
-    def output(self, problem: Problem) -> Any:
+    def output(self, problem: Problem) -> Any:  # the fp32 / bf16-bits outputs too
         return _cupy().asnumpy(out_to_float64(self.spec.name, problem.out))
 
 

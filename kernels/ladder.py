@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, gemv, pack_w4, problems, quant, xstage
-from kernels.launch import Launch, bound_problem
+from kernels.launch import BoundLaunchRunner, Launch, bound_problem
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 from models.kernel_terms import KernelFacts, m_tiles_from
@@ -127,7 +127,7 @@ def make_launch(name: str, M: int, N: int, K: int, group_size: int, xs: tuple[An
     return Launch(func, -(-N // WARPS), WARPS * 32, args, smem)
 
 
-class LadderRunner:
+class LadderRunner(BoundLaunchRunner):
     def __init__(self, spec: KernelSpec, group_size: int | None = None) -> None:
         self.spec = spec
         self.group_size = group_size or gemv.W4_GROUP
@@ -148,14 +148,6 @@ class LadderRunner:
                                            pack=lambda w: prepare_weights(name, w))
         out = cp.empty((M, N), dtype=cp.float32 if DEFS[name].out_kind == "f32" else cp.float16)
         return bound_problem(inputs, xs, ws, out, make_launch(name, M, N, K, G, xs, ws, out))
-
-    def launch(self, problem: Problem) -> None:
-        problem.arrays["launch"]()
-
-    def output(self, problem: Problem) -> Any:
-        import cupy as cp
-
-        return cp.asnumpy(problem.out.astype(cp.float64))
 
 
 def make_runner(spec: KernelSpec, group_size: int | None = None) -> LadderRunner:

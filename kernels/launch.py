@@ -1,6 +1,6 @@
-"""Launch helpers shared by the GEMV-class kernel families (kernels/gemv.py, ladder.py, tc_gemv.py): a bound launch
-and the Problem the profiler times around it, the device's SM count, how many blocks of a compiled kernel fit on one
-SM. CuPy is imported inside functions only.
+"""Launch helpers shared by the GEMV-class kernel families (kernels/gemv.py, ladder.py, tc_gemv.py, tc_gemv_q8.py): a
+bound launch, the Problem the profiler times around it and the runner methods that enqueue and read it, the device's
+SM count, how many blocks of a compiled kernel fit on one SM. CuPy is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -26,6 +26,19 @@ class Launch:
 
     def __call__(self) -> None:
         self.func((self.grid,), (self.block,), self.args, shared_mem=self.shared_mem)
+
+
+class BoundLaunchRunner:
+    """The Runner methods shared by the kernels whose Problem carries its bound Launch (bound_problem): enqueue it, and
+    read the fp16 output back as float64."""
+
+    def launch(self, problem: Problem) -> None:
+        problem.arrays["launch"]()
+
+    def output(self, problem: Problem) -> Any:
+        import cupy as cp
+
+        return cp.asnumpy(problem.out.astype(cp.float64))
 
 
 def bound_problem(inputs: problems.Inputs, xs: tuple[Any, ...], ws: tuple[Any, ...], out: Any,

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, gemv, pack_w4, problems, quant
-from kernels.launch import Launch, bound_problem, device_sms
+from kernels.launch import BoundLaunchRunner, Launch, bound_problem, device_sms
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 from models.kernel_terms import KernelFacts
@@ -108,7 +108,7 @@ def make_launch(cfg: Config, M: int, N: int, K: int, group_size: int, xs: tuple[
     return Launch(func, -(-ntiles // cfg.tiles), cfg.warps * 32, args)
 
 
-class TcGemvRunner:
+class TcGemvRunner(BoundLaunchRunner):
     def __init__(self, spec: KernelSpec, group_size: int | None = None, config: dict[str, Any] | None = None) -> None:
         self.spec = spec
         self.group_size = group_size or gemv.W4_GROUP
@@ -134,14 +134,6 @@ class TcGemvRunner:
         out = cp.empty((M, N), dtype=cp.float16)
         launch = make_launch(self._config(M, N), M, N, K, self.group_size, xs, ws, out)
         return bound_problem(inputs, xs, ws, out, launch)
-
-    def launch(self, problem: Problem) -> None:
-        problem.arrays["launch"]()
-
-    def output(self, problem: Problem) -> Any:
-        import cupy as cp
-
-        return cp.asnumpy(problem.out.astype(cp.float64))
 
 
 def make_runner(spec: KernelSpec, group_size: int | None = None) -> TcGemvRunner:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, pack_q8, problems
-from kernels.launch import Launch, bound_problem, device_sms
+from kernels.launch import BoundLaunchRunner, Launch, bound_problem, device_sms
 from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tc_gemv import FEW_TILES_PER_SM
 from models.errors import InputError
@@ -127,7 +127,7 @@ def make_launch(name: str, cfg: Config, M: int, N: int, K: int, xs: tuple[Any, .
     return Launch(func, -(-ntiles // cfg.tiles), cfg.warps * 32, args)
 
 
-class TcGemvQ8Runner:
+class TcGemvQ8Runner(BoundLaunchRunner):
     def __init__(self, spec: KernelSpec, config: dict[str, Any] | None = None) -> None:
         if spec.name not in KINDS:
             raise InputError(f"no 8-bit tensor-core GEMV named {spec.name!r}; known: {sorted(KINDS)}")
@@ -155,14 +155,6 @@ class TcGemvQ8Runner:
         out = cp.empty((M, N), dtype=cp.float16)
         launch = make_launch(self.spec.name, self._config(M, N), M, N, K, xs, ws, out)
         return bound_problem(inputs, xs, ws, out, launch)
-
-    def launch(self, problem: Problem) -> None:
-        problem.arrays["launch"]()
-
-    def output(self, problem: Problem) -> Any:
-        import cupy as cp
-
-        return cp.asnumpy(problem.out.astype(cp.float64))
 
 
 def make_runner(spec: KernelSpec, group_size: int | None = None) -> TcGemvQ8Runner:

@@ -92,3 +92,17 @@ def test_bound_problem_counts_the_bytes_the_launch_reads_and_writes() -> None:
     assert set(p.arrays) == {"x0", "w0", "w1", "launch"} and p.arrays["w1"] is ws[1]
     assert p.nbytes == 2 * 256 * 2 + 16 * 4 * 32 * 4 * 4 + 16 * 2 * 16 * 4 and p.bytes == p.nbytes + 2 * 250 * 2
     assert p.ref is not None and np.isnan(p.quant_error_rel)
+
+
+def test_the_gemv_runners_launch_the_bound_launch_of_their_problem() -> None:
+    from types import SimpleNamespace
+
+    from kernels import gemv, ladder, tc_gemv_q8
+    from kernels.launch import BoundLaunchRunner
+
+    calls = []
+    problem = SimpleNamespace(arrays={"launch": lambda: calls.append(1)})
+    for cls in (gemv.GemvRunner, ladder.LadderRunner, tc_gemv.TcGemvRunner, tc_gemv_q8.TcGemvQ8Runner):
+        assert issubclass(cls, BoundLaunchRunner) and cls.launch is BoundLaunchRunner.launch
+        cls.launch(None, problem)
+    assert len(calls) == 4
