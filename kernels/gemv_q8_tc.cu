@@ -175,24 +175,10 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, TCQ_MINB)
                const float* __restrict__ sa, unsigned short* __restrict__ y, int M, int N, int K) {
   const int lane = threadIdx.x & 31;
   const Ctx p{W, x, sa, sb, y, M, N, K, K >> 6, (N + 15) >> 4, (int)threadIdx.x >> 5, lane, lane >> 2, lane & 3};
-  const int steps = (p.chunks + WARPS * U - 1) / (WARPS * U);  // per row-tile set, the same for every warp
   Sums acc;
-#pragma unroll
-  for (int r = 0; r < TILES; ++r)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[r][j][i] = 0;
+  zero_sums(acc);
   const int tile0 = blockIdx.x * TILES;
-  for (int b = 0; b < steps; ++b) {
-    Chunk w[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) load_chunk(p, w[u], tile0, b * WARPS * U + p.warp + u * WARPS);
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = b * WARPS * U + p.warp + u * WARPS;
-      if (c < p.chunks) compute_chunk(p, acc, w[u], c);
-    }
-  }
+  split_k<WARPS, U, Chunk>(p.chunks, p.warp, [&](Chunk& w, int c) { load_chunk(p, w, tile0, c); },
+                           [&](const Chunk& w, int c) { compute_chunk(p, acc, w, c); });
   reduce_store(p, acc, tile0);
 }

@@ -90,15 +90,6 @@ struct Group {  // one group of TILES row tiles: one 16-byte load of weights per
 };
 typedef float Acc[TILES][NT][4];
 
-__device__ __forceinline__ void zero(Acc& acc) {
-#pragma unroll
-  for (int r = 0; r < TILES; ++r)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[r][j][i] = 0.f;
-}
-
 // The weights, scales and zeros of group grp of row tiles tile0 .. tile0 + TILES - 1 (tiles past N read the last tile;
 // grp past K: none).
 __device__ __forceinline__ void load_group(const Ctx& p, Group& w, int tile0, int grp) {
@@ -211,19 +202,10 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, TCG_MINB)
     gemv_w4a16_tc(const uint4* __restrict__ W, const unsigned* __restrict__ SZ, const __half* __restrict__ x,
                   __half* __restrict__ y, int M, int N, int K) {
   const Ctx p = make_ctx(W, SZ, x, y, M, N, K);
-  const int steps = (p.groups + WARPS * U - 1) / (WARPS * U);  // per row-tile set, the same for every warp
   Acc acc;
-  zero(acc);
+  zero_sums(acc);
   const int tile0 = blockIdx.x * TILES;
-  for (int b = 0; b < steps; ++b) {
-    Group w[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) load_group(p, w[u], tile0, b * WARPS * U + p.warp + u * WARPS);
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int grp = b * WARPS * U + p.warp + u * WARPS;
-      if (grp < p.groups) compute_group(p, acc, w[u], grp);
-    }
-  }
+  split_k<WARPS, U, Group>(p.groups, p.warp, [&](Group& w, int grp) { load_group(p, w, tile0, grp); },
+                           [&](const Group& w, int grp) { compute_group(p, acc, w, grp); });
   reduce_store(p, acc, tile0);
 }

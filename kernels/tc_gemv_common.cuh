@@ -1,7 +1,35 @@
-// Shared device code of the tensor-core GEMVs (gemv_w4a16_tc.cu, gemv_q8_tc.cu): the sums across the warps of a CTA
-// (the PTX wrappers they use are in ptx.cuh). No CUDA headers are needed.
+// Shared device code of the tensor-core GEMVs (gemv_w4a16_tc.cu, gemv_q8_tc.cu): the warps' walk over K and the sums
+// across the warps of a CTA (the PTX wrappers they use are in ptx.cuh). No CUDA headers are needed.
 #pragma once
 #include "ptx.cuh"
+
+// The warps' walk over the `count` K items (groups or chunks) of their row tiles: warp w takes items w, w + WARPS,
+// ...; each step loads U items (load(item, i)) before the first is used (compute(item, i), for i < count only), so
+// U items' loads per lane are in flight. The number of steps is the same for every warp.
+template <int WARPS, int U, class Item, class Load, class Compute>
+__device__ __forceinline__ void split_k(int count, int warp, Load load, Compute compute) {
+  const int steps = (count + WARPS * U - 1) / (WARPS * U);
+  for (int b = 0; b < steps; ++b) {
+    Item w[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) load(w[u], b * WARPS * U + warp + u * WARPS);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int i = b * WARPS * U + warp + u * WARPS;
+      if (i < count) compute(w[u], i);
+    }
+  }
+}
+
+template <int TILES, int NT, class Acc>
+__device__ __forceinline__ void zero_sums(Acc (&acc)[TILES][NT][4]) {
+#pragma unroll
+  for (int r = 0; r < TILES; ++r)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][j][i] = Acc(0);
+}
 
 // Across the WARPS warps of a CTA, one of its TILES row tiles (16 channels) at a time: each warp's m16n8 accumulators
 // (c_i at channel g + 8 (i / 2), batch row 8 j + 2 t + i % 2) go to red[warp][channel][batch row]; then one thread
