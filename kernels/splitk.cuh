@@ -10,8 +10,8 @@ namespace splitk {
 // more CTAs than iterations).
 struct StreamK {
   int q, r;
-  __device__ explicit StreamK(int total)
-      : q(total / static_cast<int>(gridDim.x)), r(total % static_cast<int>(gridDim.x)) {}
+  __device__ explicit StreamK(int total) : StreamK(total, static_cast<int>(gridDim.x)) {}
+  __device__ StreamK(int total, int units) : q(total / units), r(total % units) {}
   __device__ int begin(int c) const { return c * q + (c < r ? c : r); }
   __device__ int owner(int it) const {  // the CTA whose range holds iteration it
     const int big = r * (q + 1);

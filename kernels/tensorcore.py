@@ -148,6 +148,7 @@ class TileConfig:
     kt: int = 128
     variant: str = "narrow"
     bn: int = BN  # output channels per CTA tile
+    cluster: int = 1  # CTAs per cluster (the wgmma TMA kernel's x multicast); the grid is a multiple of it
 
 
 def _k_bytes(scheme: str, K: int) -> int:
@@ -308,7 +309,7 @@ class TensorCoreRunner:
         arrays["counters"] = cupy.zeros(cfg.m_tiles * tiles_n, dtype=cupy.int32)
         if "sa" not in arrays:
             arrays["sa"] = arrays["sb"] = cupy.ones(1, dtype=cupy.float32)  # unused by the kernel
-        ctas = grid_ctas(tiles_n, ktiles, cfg.m_tiles, *self._sms_and_per_sm(fn, cfg))
+        ctas = self._grid(fn, cfg, tiles_n, ktiles)
         # split-K slots (finish_tile in tc_common.cuh): two per CTA of one CTA tile's sums, twice that for w4a16,
         # whose k-split warp groups (wide-ksplit / wide-sumscale) hold a tile each; overwritten before they are read,
         # never zeroed
@@ -319,6 +320,10 @@ class TensorCoreRunner:
         problem.tc_launch = ((ctas, cfg.m_tiles), (cfg.threads,), cfg.smem_bytes)
         problem.tc_config = cfg
         return problem
+
+    def _grid(self, fn: Any, cfg: TileConfig, tiles_n: int, ktiles: int) -> int:
+        """CTAs per m-tile of the persistent grid."""
+        return grid_ctas(tiles_n, ktiles, cfg.m_tiles, *self._sms_and_per_sm(fn, cfg))
 
     def _sms_and_per_sm(self, fn: Any, cfg: TileConfig) -> tuple[int, int]:
         import cupy

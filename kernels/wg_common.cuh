@@ -98,36 +98,36 @@ __device__ __forceinline__ unsigned short* out_at(const Params& p, int m, int n)
   return static_cast<unsigned short*>(p.out) + static_cast<long long>(m) * p.N + n;
 }
 
+// Epilogue Ops: the operand type, the accumulator, and `out` (one output from its sum and, where `scaled`, the
+// token's and the channel's scales).
 struct OpBF16 {
   using T = BF16;
   using Acc = float;
-  __device__ __forceinline__ static void store(const Params& p, int m, int n, float v) {
-    *out_at(p, m, n) = f32_to_bf16(v);
-  }
+  static constexpr bool scaled = false;
+  __device__ __forceinline__ static unsigned short out(float v, float, float) { return f32_to_bf16(v); }
 };
 
 struct OpFP16 {
   using T = F16;
   using Acc = float;
-  __device__ __forceinline__ static void store(const Params& p, int m, int n, float v) {
-    *out_at(p, m, n) = f32_to_f16(v);
-  }
+  static constexpr bool scaled = false;
+  __device__ __forceinline__ static unsigned short out(float v, float, float) { return f32_to_f16(v); }
 };
 
 struct OpW8A8 {  // int32 sums; per-token x per-channel scales in fp32, fp16 out
   using T = S8;
   using Acc = int;
-  __device__ __forceinline__ static void store(const Params& p, int m, int n, int v) {
-    *out_at(p, m, n) = f32_to_f16(static_cast<float>(v) * p.sa[m] * p.sb[n]);
+  static constexpr bool scaled = true;
+  __device__ __forceinline__ static unsigned short out(int v, float sa, float sb) {
+    return f32_to_f16(static_cast<float>(v) * sa * sb);
   }
 };
 
 struct OpFP8 {  // native e4m3 x e4m3 -> fp32 (QGMMA); per-token x per-channel scales, fp16 out
   using T = E4M3;
   using Acc = float;
-  __device__ __forceinline__ static void store(const Params& p, int m, int n, float v) {
-    *out_at(p, m, n) = f32_to_f16(v * p.sa[m] * p.sb[n]);
-  }
+  static constexpr bool scaled = true;
+  __device__ __forceinline__ static unsigned short out(float v, float sa, float sb) { return f32_to_f16(v * sa * sb); }
 };
 
 // Barrier over the NT math threads only (named barrier 1): the TMA kernel's producer warp does not take part.
@@ -140,18 +140,40 @@ __device__ __forceinline__ void math_sync() {
 // batch, d[4j + 2h + e] = y[m][n] with m = m0 + 8 j + 2 (lane % 4) + e (batch row) and channel
 // n = n_base + WS w + BS b + lane/4 + 8 h for block b: the mma.sync C layout, transposed. (WS, BS) = (16, 64) when
 // each block is 64 consecutive channels; the w4a16 kernel's packed layout gives each warp 32 consecutive channels,
-// (32, 16).
-template <int BM, int MB, int WS, int BS, class Acc, class F>
-__device__ __forceinline__ void for_each_out(Acc (&acc)[MB][BM / 2], int M, int n_base, int m0, F f) {
+// (32, 16). A thread's channel scales are loaded once, its token scales four 8-row groups at a time, each batch of
+// loads before that batch's stores: the compiler cannot move a load of a scale above a store to y (they might alias),
+// and one load, convert and store after the other cost 5 us per 128 x 128 tile (fp8, H200, globaltimer trace).
+template <class Op, int BM, int MB, int WS, int BS>
+__device__ __forceinline__ void store_tile(const typename Op::Acc (&acc)[MB][BM / 2], const Params& p, int n_base,
+                                           int m0) {
+  constexpr int G = BM / 8, GB = G < 4 ? G : 4;  // 8-row groups of the batch tile, per batch of scale loads
   const int lane = threadIdx.x & 31, n_warp = n_base + ((threadIdx.x >> 5) & 3) * WS + (lane >> 2);
   const int m_lane = m0 + (lane & 3) * 2;
+  float sb[MB][2];
 #pragma unroll
   for (int b = 0; b < MB; ++b)
 #pragma unroll
-    for (int i = 0; i < BM / 2; ++i) {
-      const int m = m_lane + (i >> 2) * 8 + (i & 1), n = n_warp + b * BS + ((i >> 1) & 1) * 8;
-      if (m < M) f(m, n, acc[b][i]);
-    }
+    for (int h = 0; h < 2; ++h) sb[b][h] = Op::scaled ? p.sb[n_warp + b * BS + 8 * h] : 1.f;
+#pragma unroll
+  for (int g0 = 0; g0 < G; g0 += GB) {
+    float sa[GB][2];
+#pragma unroll
+    for (int g = 0; g < GB; ++g)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int m = m_lane + (g0 + g) * 8 + e;
+        sa[g][e] = Op::scaled && m < p.M ? p.sa[m] : 1.f;
+      }
+#pragma unroll
+    for (int b = 0; b < MB; ++b)
+#pragma unroll
+      for (int g = 0; g < GB; ++g)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int e = q & 1, h = q >> 1, m = m_lane + (g0 + g) * 8 + e;
+          if (m < p.M) *out_at(p, m, n_warp + b * BS + 8 * h) = Op::out(acc[b][4 * (g0 + g) + q], sa[g][e], sb[b][h]);
+        }
+  }
 }
 
 __device__ __forceinline__ void red_release_add(int* p, int v) {
@@ -174,14 +196,14 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
 // (kernels.tensorcore.grid_ctas), so the wait cannot deadlock.
 // Nothing needs zeroing between launches. (The first version summed into an fp32 workspace with one atomic per
 // element; leaving the fix-up out made the kernels 1.6-2x faster at M = 128, docs/kernels-wgmma.md.)
-template <class Op, int BM, int NT, int MB, int WS = 16, int BS = 64>
+template <class Op, int BM, int NT, int MB, int WS = 16, int BS = 64, int CL = 1>
 __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2], const Params& p, int n_base,
                                             int m0, int nt, int tiles_n, int k0, int k1, int ktiles,
                                             const StreamK& sk) {
   using Acc = typename Op::Acc;
   constexpr int PER = MB * BM / 2, SLOT = NT * PER;  // accumulators per thread, words per slot
   if (k0 == 0 && k1 == ktiles) {
-    for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc v) { Op::store(p, m, n, v); });
+    store_tile<Op, BM, MB, WS, BS>(acc, p, n_base, m0);
     return;
   }
   const int tid = threadIdx.x;
@@ -201,9 +223,9 @@ __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2],
   if (tid == 0)
     while (ld_acquire(counter) < ktiles - k1) asm volatile("nanosleep.u32 64;\n");
   math_sync<NT>();  // thread 0's acquire precedes every thread's reads of the slots
-  const int c_last = sk.owner(nt * ktiles + ktiles - 1);
-  for (int o = blockIdx.x + 1; o <= c_last; ++o) {
-    const unsigned* theirs = slots + static_cast<long long>(o) * SLOT + tid * 4;
+  const int c_last = sk.owner((nt / CL) * ktiles + ktiles - 1);
+  for (int o = blockIdx.x / CL + 1; o <= c_last; ++o) {
+    const unsigned* theirs = slots + static_cast<long long>(o * CL + blockIdx.x % CL) * SLOT + tid * 4;
 #pragma unroll
     for (int i = 0; i < PER / 4; ++i) {
       unsigned v[4];
@@ -213,7 +235,7 @@ __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2],
       for (int e = 0; e < 4; ++e) a[e] = acc_add(a[e], v[e]);
     }
   }
-  for_each_out<BM, MB, WS, BS>(acc, p.M, n_base, m0, [&](int m, int n, Acc v) { Op::store(p, m, n, v); });
+  store_tile<Op, BM, MB, WS, BS>(acc, p, n_base, m0);
   if (tid == 0) *counter = 0;  // the next launch's pieces find it at zero (kernels of a stream do not overlap)
 }
 
@@ -266,5 +288,41 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
       ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
+}
+
+// ---- clusters (the TMA kernel with CL > 1: x multicast to the CL CTAs of a cluster) ------------------------------
+// The same box lands at the same shared-memory offset of every CTA in `mask`, each CTA's mbarrier at `bar`'s offset
+// counting its bytes.
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const void* map, int c0, int c1, unsigned bar,
+                                                      unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n"
+      ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+      : "memory");
+}
+
+// One arrival on the mbarrier at offset `bar` of cluster CTA `cta` (this one included).
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, int cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar), "r"(cta)
+      : "memory");
+}
+
+// A math warp hands a stage back: to its own CTA, or with CL > 1 to every CTA whose producer multicasts into it.
+template <int CL>
+__device__ __forceinline__ void release_stage(unsigned bar) {
+  if constexpr (CL == 1) {
+    mbar_arrive(bar);
+  } else {
+#pragma unroll
+    for (int c = 0; c < CL; ++c) mbar_arrive_cluster(bar, c);
+  }
+}
+
+// Every thread of every CTA of the cluster.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 }  // namespace wg

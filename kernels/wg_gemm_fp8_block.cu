@@ -26,9 +26,8 @@ namespace wg {
 struct OpFP8Block {  // the sums arrive scaled: fp16 out
   using T = E4M3;
   using Acc = float;
-  __device__ __forceinline__ static void store(const Params& p, int m, int n, float v) {
-    *out_at(p, m, n) = f32_to_f16(v);
-  }
+  static constexpr bool scaled = false;
+  __device__ __forceinline__ static unsigned short out(float v, float, float) { return f32_to_f16(v); }
 };
 
 template <int BM, int WG, int STAGES, int KT>
@@ -107,7 +106,7 @@ __device__ __forceinline__ void gemm_fp8_block(const unsigned char* __restrict__
           s[2 * j + 1] = xs[j].y * wscale;
         }
 #pragma unroll
-        for (int r = 0; r < R; ++r) acc[0][r] = fmaf(part[r], s[(r >> 2) * 2 + (r & 1)], acc[0][r]);  // for_each_out
+        for (int r = 0; r < R; ++r) acc[0][r] = fmaf(part[r], s[(r >> 2) * 2 + (r & 1)], acc[0][r]);  // store_tile
         wscale = wscale_next;
 #pragma unroll
         for (int j = 0; j < NS / 2; ++j) xs[j] = xs_next[j];

@@ -26,17 +26,32 @@ def test_tile_config_shared_memory_threads_and_channels():
                                     (wgmma.WgTile(2, 2, 128), 16),  # cp.async needs 3 stages
                                     (wgmma.WgTile(2, 4, 96), 16),  # k-tile not whole 128-byte rows
                                     (wgmma.WgTile(2, 4, 128, mb=2), 16),  # 2 blocks per warpgroup only with TMA
-                                    (wgmma.WgTile(2, 3, 128, tma=True, mb=2), 256)])  # 256 x 2 accumulators
+                                    (wgmma.WgTile(2, 3, 128, tma=True, mb=2), 256),  # 256 x 2 accumulators
+                                    (wgmma.WgTile(2, 6, 256, cl=2), 16),  # clusters only with TMA
+                                    (wgmma.WgTile(2, 6, 128, True, 1, 4), 128)])  # clusters of 1 or 2
 def test_impossible_tiles_are_refused(tile, M):
     with pytest.raises(InputError, match="wgmma tile"):
         wgmma.tile_config(M, tile)
+
+
+def test_cluster_tiles_name_their_instance_and_need_whole_cluster_tiles():
+    cfg = wgmma.tile_config(128, wgmma.WgTile(2, 6, 128, True, 1, 2))
+    assert (cfg.bn, cfg.cluster, cfg.smem_bytes) == (128, 2, 6 * 256 * 128 + 1024)
+    runner = wgmma.make_runner(registry.get("wg_fp8"), tile=wgmma.WgTile(2, 6, 128, True, 1, 2))
+    assert runner._expression(cfg) == "wg_gemm_tma_cluster<wg::OpFP8, 128, 2, 1, 6, 128, 2>"
+    runner.check(128, 4096, 4096)
+    with pytest.raises(InputError, match="N a multiple of 256"):
+        runner.check(128, 4224, 4096)  # 33 n-tiles of 128: a cluster would hold half a pair
+    assert wgmma.make_runner(registry.get("wg_fp8"))._expression(wgmma.tile_config(128)).startswith("wg_gemm_tma<")
 
 
 def test_parse_tile():
     assert wgmma.parse_tile("2x4x128") == wgmma.WgTile(2, 4, 128)
     assert wgmma.parse_tile("2x4x128xt") == wgmma.WgTile(2, 4, 128, True, 1)
     assert wgmma.parse_tile("1x6x256XT2") == wgmma.WgTile(1, 6, 256, True, 2)
-    for bad in ("2x4", "2x4x128xq", "axbxc", "2x4x128xt2x1", ""):
+    assert wgmma.parse_tile("2x6x128xt1c2") == wgmma.WgTile(2, 6, 128, True, 1, 2)
+    assert wgmma.parse_tile("2x6x128xtc2") == wgmma.WgTile(2, 6, 128, True, 1, 2)
+    for bad in ("2x4", "2x4x128xq", "axbxc", "2x4x128xt2x1", "", "2x4x128xt1c", "2x4x128xc2", "2x4x128xt1cc"):
         with pytest.raises(InputError, match="bad wgmma tile"):
             wgmma.parse_tile(bad)
 
