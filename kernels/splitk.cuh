@@ -5,15 +5,22 @@
 
 namespace splitk {
 
-// The stream-K partition of `total` (n-tile, k-tile) iterations: CTA c of an m-tile takes the contiguous range
-// [begin(c), begin(c + 1)); the first r CTAs take q + 1 iterations, the others q (q >= 1: the host never launches
-// more CTAs than iterations).
+// The partition of an m-tile's (n-tile, k-tile) iterations over the grid's CTAs (x): CTA c takes the contiguous range
+// [begin(c), begin(c + 1)). Stream-K over `total` iterations: the first r CTAs take q + 1, the others q (q >= 1: the
+// host never launches more CTAs than iterations). Given tiles x ktiles and a grid of s > 1 CTAs per tile (the wgmma
+// runners' aligned grid, models.kernel_terms.persistent_grid), each tile is cut into s pieces of ktiles / s k-tiles
+// (rounded down or up) instead, so that no CTA holds pieces of two tiles when s does not divide ktiles.
 struct StreamK {
-  int q, r;
-  __device__ explicit StreamK(int total) : StreamK(total, static_cast<int>(gridDim.x)) {}
-  __device__ StreamK(int total, int units) : q(total / units), r(total % units) {}
-  __device__ int begin(int c) const { return c * q + (c < r ? c : r); }
+  int q, r, s, kt;
+  __device__ explicit StreamK(int total)
+      : q(total / static_cast<int>(gridDim.x)), r(total % static_cast<int>(gridDim.x)), s(0), kt(1) {}
+  __device__ StreamK(int tiles, int ktiles) : StreamK(tiles * ktiles) {
+    const int g = static_cast<int>(gridDim.x);
+    if (g > tiles && g % tiles == 0) s = g / tiles, kt = ktiles;
+  }
+  __device__ int begin(int c) const { return s ? (c / s) * kt + kt * (c % s) / s : c * q + (c < r ? c : r); }
   __device__ int owner(int it) const {  // the CTA whose range holds iteration it
+    if (s) return (it / kt) * s + ((it % kt) * s + s - 1) / kt;
     const int big = r * (q + 1);
     return it < big ? it / (q + 1) : r + (it - big) / q;
   }

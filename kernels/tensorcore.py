@@ -148,7 +148,6 @@ class TileConfig:
     kt: int = 128
     variant: str = "narrow"
     bn: int = BN  # output channels per CTA tile
-    cluster: int = 1  # CTAs per cluster (the wgmma TMA kernel's x multicast); the grid is a multiple of it
 
 
 def _k_bytes(scheme: str, K: int) -> int:

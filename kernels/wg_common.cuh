@@ -196,7 +196,7 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
 // (kernels.tensorcore.grid_ctas), so the wait cannot deadlock.
 // Nothing needs zeroing between launches. (The first version summed into an fp32 workspace with one atomic per
 // element; leaving the fix-up out made the kernels 1.6-2x faster at M = 128, docs/kernels-wgmma.md.)
-template <class Op, int BM, int NT, int MB, int WS = 16, int BS = 64, int CL = 1>
+template <class Op, int BM, int NT, int MB, int WS = 16, int BS = 64>
 __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2], const Params& p, int n_base,
                                             int m0, int nt, int tiles_n, int k0, int k1, int ktiles,
                                             const StreamK& sk) {
@@ -223,9 +223,9 @@ __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2],
   if (tid == 0)
     while (ld_acquire(counter) < ktiles - k1) asm volatile("nanosleep.u32 64;\n");
   math_sync<NT>();  // thread 0's acquire precedes every thread's reads of the slots
-  const int c_last = sk.owner((nt / CL) * ktiles + ktiles - 1);
-  for (int o = blockIdx.x / CL + 1; o <= c_last; ++o) {
-    const unsigned* theirs = slots + static_cast<long long>(o * CL + blockIdx.x % CL) * SLOT + tid * 4;
+  const int c_last = sk.owner(nt * ktiles + ktiles - 1);
+  for (int o = blockIdx.x + 1; o <= c_last; ++o) {
+    const unsigned* theirs = slots + static_cast<long long>(o) * SLOT + tid * 4;
 #pragma unroll
     for (int i = 0; i < PER / 4; ++i) {
       unsigned v[4];
@@ -288,41 +288,5 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
       ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
-}
-
-// ---- clusters (the TMA kernel with CL > 1: x multicast to the CL CTAs of a cluster) ------------------------------
-// The same box lands at the same shared-memory offset of every CTA in `mask`, each CTA's mbarrier at `bar`'s offset
-// counting its bytes.
-__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const void* map, int c0, int c1, unsigned bar,
-                                                      unsigned short mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%2, %3}], [%4], %5;\n"
-      ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-      : "memory");
-}
-
-// One arrival on the mbarrier at offset `bar` of cluster CTA `cta` (this one included).
-__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, int cta) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar), "r"(cta)
-      : "memory");
-}
-
-// A math warp hands a stage back: to its own CTA, or with CL > 1 to every CTA whose producer multicasts into it.
-template <int CL>
-__device__ __forceinline__ void release_stage(unsigned bar) {
-  if constexpr (CL == 1) {
-    mbar_arrive(bar);
-  } else {
-#pragma unroll
-    for (int c = 0; c < CL; ++c) mbar_arrive_cluster(bar, c);
-  }
-}
-
-// Every thread of every CTA of the cluster.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 }  // namespace wg

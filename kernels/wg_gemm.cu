@@ -32,7 +32,7 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
   const unsigned sbase = (smem_addr(smem) + 1023u) & ~1023u;  // 1 KB of the allocation is slack for this
   const int g = threadIdx.x >> 7;
   const int tiles_n = p.N / BW, ktiles = k_bytes / KT, m0 = blockIdx.y * BM;
-  const StreamK sk(tiles_n * ktiles);
+  const StreamK sk(tiles_n, ktiles);
   const int begin = sk.begin(blockIdx.x), end = sk.begin(blockIdx.x + 1);
   const unsigned char* Xt = X + static_cast<long long>(m0) * k_bytes;
 
@@ -91,12 +91,10 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
 // epilogue of one tile overlaps the loads of the next. Tensor maps (2 x 128 bytes: W, then x) are built on the host
 // (kernels.wgmma) and read from global memory.
 
-template <class Op, int BM, int WG, int MB, int STAGES, int KT, int CL>
+template <class Op, int BM, int WG, int MB, int STAGES, int KT>
 __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps, const Params& p, int k_bytes) {
   constexpr int NT = WG * 128, BW = 64 * WG * MB, W_BYTES = BW * KT, STAGE = (BW + BM) * KT, NSTEP = KT / 32;
-  constexpr int XR = BM / CL;  // rows of x this CTA's producer loads (and multicasts when CL > 1)
   static_assert(STAGES >= 2 && KT % 128 == 0 && BM % 16 == 0 && BW <= 256, "2+ stages, 128-byte k-atoms, box <= 256");
-  static_assert(CL == 1 || (CL == 2 && XR % 8 == 0), "clusters of 1 or 2, whole 8-row swizzle groups per CTA");
   using Acc = typename Op::Acc;
   using Mma = wg::Mma<typename Op::T, BM>;
 
@@ -104,74 +102,68 @@ __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps,
   __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
   const unsigned sbase = (smem_addr(smem) + 1023u) & ~1023u;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int rank = static_cast<int>(blockIdx.x) % CL;  // the cluster is CL consecutive CTAs along x
   const int tiles_n = p.N / BW, ktiles = k_bytes / KT, m0 = blockIdx.y * BM;
-  const StreamK sk(tiles_n / CL * ktiles, static_cast<int>(gridDim.x) / CL);  // over units of CL n-tiles
-  const int begin = sk.begin(blockIdx.x / CL), end = sk.begin(blockIdx.x / CL + 1);
+  const StreamK sk(tiles_n, ktiles);
+  const int begin = sk.begin(blockIdx.x), end = sk.begin(blockIdx.x + 1);
 
-  init_stage_barriers(full, empty, NT / 32 * CL);
-  if constexpr (CL > 1) cluster_sync();  // the peers' barriers exist before any multicast or remote arrival
+  init_stage_barriers(full, empty, NT / 32);
 
   if (warp == NT / 32) {  // the producer warp
     if (lane == 0) {
       asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(maps) : "memory");
       asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(maps + 128) : "memory");
       for (int it = begin, iter = 0; it < end; ++it, ++iter) {
-        const int s = iter % STAGES, nt = it / ktiles * CL + rank, kt = it % ktiles;
+        const int s = iter % STAGES, nt = it / ktiles, kt = it % ktiles;
         const unsigned st = sbase + s * STAGE, bar = smem_addr(&full[s]);
         mbar_wait(smem_addr(&empty[s]), ((iter / STAGES) & 1) ^ 1);
         mbar_expect_tx(bar, STAGE);
 #pragma unroll
         for (int a = 0; a < KT / 128; ++a) {
           tma_load_2d(st + a * BW * 128, maps, kt * KT + a * 128, nt * BW, bar);
-          const unsigned sx = st + W_BYTES + a * BM * 128 + rank * XR * 128;
-          if constexpr (CL == 1)
-            tma_load_2d(sx, maps + 128, kt * KT + a * 128, m0, bar);
-          else
-            tma_load_2d_multicast(sx, maps + 128, kt * KT + a * 128, m0 + rank * XR, bar, (1u << CL) - 1);
+          tma_load_2d(st + W_BYTES + a * BM * 128, maps + 128, kt * KT + a * 128, m0, bar);
         }
       }
     }
-  } else {
-    const int g = warp >> 2;
-    for (int it = begin, iter = 0; it < end;) {
-      const int nt = it / ktiles * CL + rank, k0 = it % ktiles;
-      const int k1 = min(ktiles, k0 + (end - it)), nk = k1 - k0;
-      Acc acc[MB][BM / 2];
+    return;
+  }
+
+  const int g = warp >> 2;
+  for (int it = begin, iter = 0; it < end;) {
+    const int nt = it / ktiles, k0 = it % ktiles;
+    const int k1 = min(ktiles, k0 + (end - it)), nk = k1 - k0;
+    Acc acc[MB][BM / 2];
 #pragma unroll
-      for (int b = 0; b < MB; ++b)
+    for (int b = 0; b < MB; ++b)
 #pragma unroll
-        for (int i = 0; i < BM / 2; ++i) acc[b][i] = Acc(0);
-      for (int i = 0; i < nk; ++i, ++iter) {
-        const int s = iter % STAGES;
-        mbar_wait(smem_addr(&full[s]), (iter / STAGES) & 1);
-        const unsigned sw = sbase + s * STAGE + g * MB * 64 * 128, sx = sbase + s * STAGE + W_BYTES;
-#pragma unroll
-        for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < NSTEP; ++ks) {  // each k-step: one wgmma per 64-channel block, the same x slice
-          const unsigned k_off = (ks & 3) * 32;
-          const unsigned long long dx = descriptor(sx + (ks >> 2) * BM * 128 + k_off);
-#pragma unroll
-          for (int b = 0; b < MB; ++b)
-            Mma::run(acc[b], descriptor(sw + b * 64 * 128 + (ks >> 2) * BW * 128 + k_off), dx);
-        }
-        wgmma_commit();
-        wgmma_wait<1>();
-#pragma unroll
-        for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
-        if (i > 0 && lane == 0) release_stage<CL>(smem_addr(&empty[(iter - 1) % STAGES]));  // k-tile iter-1 consumed
-      }
-      wgmma_wait<0>();
+      for (int i = 0; i < BM / 2; ++i) acc[b][i] = Acc(0);
+    for (int i = 0; i < nk; ++i, ++iter) {
+      const int s = iter % STAGES;
+      mbar_wait(smem_addr(&full[s]), (iter / STAGES) & 1);
+      const unsigned sw = sbase + s * STAGE + g * MB * 64 * 128, sx = sbase + s * STAGE + W_BYTES;
 #pragma unroll
       for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
-      if (lane == 0) release_stage<CL>(smem_addr(&empty[(iter - 1) % STAGES]));
-      finish_tile<Op, BM, NT, MB, 16, 64, CL>(acc, p, nt * BW + g * MB * 64, m0, nt, tiles_n, k0, k1, ktiles, sk);
-      it += nk;
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < NSTEP; ++ks) {  // each k-step: one wgmma per 64-channel block, the same x slice
+        const unsigned k_off = (ks & 3) * 32;
+        const unsigned long long dx = descriptor(sx + (ks >> 2) * BM * 128 + k_off);
+#pragma unroll
+        for (int b = 0; b < MB; ++b)
+          Mma::run(acc[b], descriptor(sw + b * 64 * 128 + (ks >> 2) * BW * 128 + k_off), dx);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();
+#pragma unroll
+      for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
+      if (i > 0 && lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));  // k-tile iter-1 is consumed
     }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
+    if (lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
+    finish_tile<Op, BM, NT, MB>(acc, p, nt * BW + g * MB * 64, m0, nt, tiles_n, k0, k1, ktiles, sk);
+    it += nk;
   }
-  if constexpr (CL > 1) cluster_sync();  // no CTA leaves while its peer may still signal its barriers
 }
 
 }  // namespace wg
@@ -194,16 +186,5 @@ __global__ void __launch_bounds__(WG * 128 + 32, 1)
     wg_gemm_tma(const unsigned char* __restrict__ maps, void* out, void* ws, int* counters, const float* sa,
                 const float* sb, int M, int N, int k_bytes) {
   const wg::Params p{out, ws, counters, sa, sb, M, N};
-  wg::gemm_tma<Op, BM, WG, MB, STAGES, KT, 1>(maps, p, k_bytes);
-}
-
-// Clusters of CL CTAs (consecutive along x; the grid a multiple of CL, every cluster resident at once): the two CTAs
-// of a cluster run the same k-tiles of neighbouring n-tiles, and each loads BM / CL rows of x for both (TMA
-// multicast), so x crosses from L2 once per cluster. The x tensor map's box is BM / CL rows.
-template <class Op, int BM, int WG, int MB, int STAGES, int KT, int CL>
-__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(WG * 128 + 32, 1)
-    wg_gemm_tma_cluster(const unsigned char* __restrict__ maps, void* out, void* ws, int* counters, const float* sa,
-                        const float* sb, int M, int N, int k_bytes) {
-  const wg::Params p{out, ws, counters, sa, sb, M, N};
-  wg::gemm_tma<Op, BM, WG, MB, STAGES, KT, CL>(maps, p, k_bytes);
+  wg::gemm_tma<Op, BM, WG, MB, STAGES, KT>(maps, p, k_bytes);
 }

@@ -85,7 +85,7 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
   const unsigned sbase = (smem_addr(smem) + 1023u) & ~1023u;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int tiles_n = p.N / BW, ktiles = K / 128, m0 = blockIdx.y * BM;
-  const StreamK sk(tiles_n * ktiles);
+  const StreamK sk(tiles_n, ktiles);
   const int begin = sk.begin(blockIdx.x), end = sk.begin(blockIdx.x + 1);
 
   init_stage_barriers(full, empty, NT / 32);

@@ -28,19 +28,21 @@ import numpy as np
 from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tensorcore import _LAYOUT, W4_GROUP, TensorCoreRunner, TileConfig
 from models.errors import InputError
-from models.kernel_terms import STREAM_K_CTAS, KernelFacts, m_tiles_from
+from models.kernel_terms import ALIGNED_GRID_MIN_USE, STREAM_K_CTAS, KernelFacts, m_tiles_from, persistent_grid
 
 _GEOMETRY = ("wgmma m64nBMk16/k32 with the weights as A: 64*WG channels x BM batch rows per CTA (BM = 16..256, the "
              "smallest holding M), WG warpgroups, STAGES-deep cp.async pipeline of KT-byte k-tiles in the 128-byte "
-             "swizzle layout, one wgmma group in flight; persistent stream-K grid over (n-tile, k-tile), the pieces "
-             "of a split tile summed through per-CTA slots by the CTA that completes it (kernels.wgmma.WG_TILES)")
+             "swizzle layout, one wgmma group in flight; persistent grid over (n-tile, k-tile): whole tiles or "
+             "evenly split ones where they keep the SMs busy, else stream-K (models.kernel_terms.persistent_grid), "
+             "the pieces of a split tile summed through per-CTA slots by the CTA that completes it "
+             "(kernels.wgmma.WG_TILES)")
 
 
 _W4_GEOMETRY = ("wgmma m64nBMk16 with the dequantized weights as A from registers: 64*WG*MB channels x BM batch "
                 "rows per CTA (BM = 16..128, M > 128 in 128-row m-tiles), WG math warpgroups + a producer warp (bulk "
                 "copies of the packed codes and scales, a TMA box of x), STAGES-deep mbarrier pipeline of 128-deep "
-                "k-tiles; persistent stream-K grid over (n-tile, k-tile), split tiles summed through per-CTA slots "
-                "(kernels.wgmma.W4_TILES)")
+                "k-tiles; persistent grid over (n-tile, k-tile) as the other wgmma kernels, split tiles summed "
+                "through per-CTA slots (kernels.wgmma.W4_TILES)")
 
 
 def _spec(name: str, scheme: str, op: str, notes: str, source: str = "wg_gemm.cu",
@@ -70,7 +72,6 @@ class WgTile:
     kt: int  # bytes of K per stage
     tma: bool = False  # a producer warp fills the stages with TMA (wg_gemm_tma) instead of every thread's cp.async
     mb: int = 1  # blocks of 64 channels per warpgroup (TMA kernel only): 2 halves the x traffic per weight byte
-    cl: int = 1  # CTAs per cluster (TMA kernel only): 2 loads each k-tile of x once for two n-tiles (multicast)
 
 
 # Batch tile -> its tile. Shared memory per CTA: stages * (64 * warpgroups + bm) * kt + 1024 bytes (<= 227 KB).
@@ -97,13 +98,12 @@ def tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
     bn = 64 * t.warpgroups * t.mb
     smem = t.stages * (bn + bm) * t.kt + 1024  # + slack to align the stages to 1 KB (the swizzle's period)
     if (t.stages < (2 if t.tma else 3) or t.kt % 128 or smem > SMEM_LIMIT or (t.mb != 1 and not t.tma)
-            or bn > 256 or t.mb * bm > 256 or t.cl not in (1, 2) or (t.cl > 1 and not t.tma)):
+            or bn > 256 or t.mb * bm > 256):
         raise InputError(f"wgmma tile {t} at BM={bm} needs >= 3 stages (2 with TMA), a k-tile of whole 128-byte "
                          f"rows, <= {SMEM_LIMIT} bytes of shared memory (it asks {smem}), mb > 1 only with TMA, "
-                         f"at most 256 channels per CTA, mb * BM <= 256 (accumulator registers) and clusters of "
-                         f"1 or 2 CTAs (2 only with TMA)")
+                         f"at most 256 channels per CTA and mb * BM <= 256 (accumulator registers)")
     threads = 128 * t.warpgroups + (32 if t.tma else 0)
-    return TileConfig(bm, t.stages, -(-M // bm), smem, threads, t.kt, "wg-tma" if t.tma else "wg", bn, t.cl)
+    return TileConfig(bm, t.stages, -(-M // bm), smem, threads, t.kt, "wg-tma" if t.tma else "wg", bn)
 
 
 class WgmmaRunner(TensorCoreRunner):
@@ -125,18 +125,15 @@ class WgmmaRunner(TensorCoreRunner):
         check_batch(self.spec, M)
         cfg = tile_config(M, self.tile)
         elem = _LAYOUT[self.spec.scheme][0]
-        if N <= 0 or K <= 0 or N % (cfg.bn * cfg.cluster) or (K * elem) % cfg.kt:
-            raise InputError(f"kernel {self.spec.name} needs N a multiple of {cfg.bn * cfg.cluster} and K a "
-                             f"multiple of {cfg.kt // elem}, got N={N}, K={K}")
+        if N <= 0 or K <= 0 or N % cfg.bn or (K * elem) % cfg.kt:
+            raise InputError(f"kernel {self.spec.name} needs N a multiple of {cfg.bn} and K a multiple of "
+                             f"{cfg.kt // elem}, got N={N}, K={K}")
 
     def _expression(self, cfg: TileConfig) -> str:
         """The template instance (NVRTC name expression) of this tile."""
         wgs = cfg.threads // 128
         if cfg.variant == "wg-tma":
             mb = cfg.bn // (64 * wgs)
-            if cfg.cluster > 1:
-                return (f"wg_gemm_tma_cluster<wg::{self.spec.entry}, {cfg.bm}, {wgs}, {mb}, {cfg.stages}, {cfg.kt}, "
-                        f"{cfg.cluster}>")
             return f"wg_gemm_tma<wg::{self.spec.entry}, {cfg.bm}, {wgs}, {mb}, {cfg.stages}, {cfg.kt}>"
         return f"wg_gemm<wg::{self.spec.entry}, {cfg.bm}, {wgs}, {cfg.stages}, {cfg.kt}>"
 
@@ -158,17 +155,14 @@ class WgmmaRunner(TensorCoreRunner):
 
             a = problem.arrays
             k_bytes = K * _LAYOUT[self.spec.scheme][0]
-            maps = (tma_map(a["w"].data.ptr, N, k_bytes, cfg.bn)
-                    + tma_map(a["x"].data.ptr, M, k_bytes, cfg.bm // cfg.cluster))
+            maps = tma_map(a["w"].data.ptr, N, k_bytes, cfg.bn) + tma_map(a["x"].data.ptr, M, k_bytes, cfg.bm)
             a["maps"] = cupy.asarray(np.frombuffer(maps, dtype=np.uint8))
         return problem
 
     def _grid(self, fn: Any, cfg: TileConfig, tiles_n: int, ktiles: int) -> int:
-        if cfg.cluster == 1:
-            return super()._grid(fn, cfg, tiles_n, ktiles)
-        # every cluster resident at once (the split-tile wait needs it): as many as the driver says fit
-        clusters = max(1, max_active_clusters(fn, cfg, self._sms_and_per_sm(fn, cfg)[0]) // cfg.m_tiles)
-        return cfg.cluster * min(tiles_n // cfg.cluster * ktiles, clusters)
+        """Whole tiles or evenly split ones where they keep the SMs busy, else stream-K (persistent_grid)."""
+        sms, per_sm = self._sms_and_per_sm(fn, cfg)
+        return persistent_grid(tiles_n, ktiles, max(1, sms * per_sm // cfg.m_tiles), self.spec.facts.aligned_grid)
 
     def launch(self, problem: Problem) -> None:
         if problem.tc_config.variant != "wg-tma":
@@ -186,25 +180,6 @@ def _libcuda() -> Any:
     import ctypes
 
     return ctypes.CDLL("libcuda.so.1")
-
-
-def max_active_clusters(fn: Any, cfg: TileConfig, sms: int) -> int:
-    """How many clusters of fn (its cluster shape compiled in) can be resident at once on this device
-    (cuOccupancyMaxActiveClusters)."""
-    import ctypes
-
-    class LaunchConfig(ctypes.Structure):
-        _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("smem", ctypes.c_uint),
-                    ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
-
-    conf = LaunchConfig((ctypes.c_uint * 3)(cfg.cluster * sms, 1, 1), (ctypes.c_uint * 3)(cfg.threads, 1, 1),
-                        cfg.smem_bytes, None, None, 0)
-    n = ctypes.c_int()
-    ptr = getattr(fn, "ptr", None) or fn.kernel.ptr  # a cupy Function, or a RawKernel holding one
-    rc = _libcuda().cuOccupancyMaxActiveClusters(ctypes.byref(n), ctypes.c_void_p(ptr), ctypes.byref(conf))
-    if rc or n.value < 1:
-        raise RuntimeError(f"cuOccupancyMaxActiveClusters failed (CUresult {rc}, {n.value} clusters)")
-    return n.value
 
 
 def tma_map(ptr: int, rows: int, k_bytes: int, box_rows: int) -> bytes:
@@ -228,19 +203,18 @@ def tma_map(ptr: int, rows: int, k_bytes: int, box_rows: int) -> bytes:
 
 def parse_tile(text: str) -> WgTile:
     """"2x4x128" (warpgroups x stages x k-tile bytes, cp.async), "2x4x128xt" (TMA), "2x4x128xt2" (TMA, 2 blocks of
-    64 channels per warpgroup), "2x4x128xt1c2" (TMA, clusters of 2 CTAs sharing x)."""
+    64 channels per warpgroup)."""
     parts = text.lower().split("x")
     try:
         wgs, stages, kt = (int(v) for v in parts[:3])
         tma = len(parts) == 4 and parts[3].startswith("t")
-        mb_text, _, cl_text = parts[3][1:].partition("c") if tma else ("", "", "")
-        mb, cl = int(mb_text or 1), int(cl_text or 1)
-        if len(parts) not in (3, 4) or (len(parts) == 4 and not tma) or (_ and not cl_text):
+        mb = int(parts[3][1:] or 1) if tma else 1
+        if len(parts) not in (3, 4) or (len(parts) == 4 and not tma):
             raise ValueError
     except ValueError:
-        raise InputError(f"bad wgmma tile {text!r}; expected WGxSTAGESxKT, optionally followed by xt, xtMB or "
-                         "xtMBcCL (e.g. 2x4x128xt2, 2x6x128xt1c2)") from None
-    return WgTile(wgs, stages, kt, tma, mb, cl)
+        raise InputError(f"bad wgmma tile {text!r}; expected WGxSTAGESxKT, optionally followed by xt or xtMB "
+                         "(e.g. 2x4x128xt2)") from None
+    return WgTile(wgs, stages, kt, tma, mb)
 
 
 # W4A16: batch tile -> its tile. The k-tile is 128 deep (256 bytes of x); mb = 2: each warpgroup a whole 128-channel
@@ -319,4 +293,5 @@ _PATH = {"wg_bf16": "wgmma_bf16", "wg_fp16": "wgmma_f16", "wg_w8a8": "wgmma_s8",
 SPECS = tuple(replace(s, facts=KernelFacts(
     "wgmma", _PATH[s.name], "w4" if s.scheme == "w4a16" else "none",
     m_tiles_from(lambda M: next((b for b in sorted(W4_TILES) if M <= b), max(W4_TILES))) if s.scheme == "w4a16"
-    else m_tiles_from(batch_tile), 128, stream_k_ctas=STREAM_K_CTAS)) for s in SPECS)
+    else m_tiles_from(batch_tile), 128, stream_k_ctas=STREAM_K_CTAS,
+    aligned_grid=ALIGNED_GRID_MIN_USE["sm" if s.scheme == "w4a16" else "memory"])) for s in SPECS)

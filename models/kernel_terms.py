@@ -41,6 +41,13 @@ DATASHEET_FIXED_S = 2.0e-6
 # Our stream-K kernels' persistent grids: the registered tiles take 74-222 KB of shared memory and 128-288 threads of
 # up to 255 registers, so one CTA per SM is the rule (a few small tiles could fit two; the fitted fixup_scale absorbs).
 STREAM_K_CTAS: tuple[tuple[int, int], ...] = ((1 << 30, 1),)
+# The wgmma runners' grid (persistent_grid): an aligned grid when it keeps at least `min_use` of the resident CTA
+# slots busy, else stream-K over every slot. Each kernel declares its share (KernelFacts.aligned_grid): a kernel whose
+# main loop streams weights at the memory's pace loses little to a few idle SMs, one bound by its SMs' own work
+# (wg_w4a16's dequantization) loses their share. H200 (docs/kernels-wgmma.md, sixth pass): 8- and 16-bit kernels
+# 0-6 % faster than stream-K with 85 % of 132 SMs busy (28672 channels: 112 CTAs of 2 whole tiles), 2-8 % slower with
+# 65 % (22016: 86 CTAs); wg_w4a16 6-11 % slower at 85 %, 0-9 % faster at 95 % (32000: 125 CTAs).
+ALIGNED_GRID_MIN_USE = {"memory": 0.8, "sm": 0.9}
 # Without a measured L2 read bandwidth: this multiple of the DRAM datasheet bandwidth (the H200 measured 7.2 TB/s
 # against 4.8 TB/s HBM: 1.5x).
 DATASHEET_L2_OVER_DRAM = 1.5
@@ -60,6 +67,7 @@ class KernelFacts:
     # stream-K persistent grid: ((largest M, CTAs per SM), ...); empty for a kernel that does not split tiles. The
     # pieces of a split tile are summed through fp32 slots in L2 by the CTA that completes it.
     stream_k_ctas: tuple[tuple[int, int], ...] = ()
+    aligned_grid: float = 0.0  # > 0: the runner takes persistent_grid's aligned grid from this share of SMs busy
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -70,6 +78,8 @@ class KernelFacts:
             raise InputError(f"dequantization {self.dequant!r} unknown; valid: {', '.join(DEQUANT)}")
         if not self.m_tiles or any(m <= 0 or t <= 0 for m, t in self.m_tiles):
             raise InputError(f"m_tiles must be ((largest M, tile rows), ...) of positive integers, got {self.m_tiles}")
+        if not 0 <= self.aligned_grid <= 1:
+            raise InputError(f"aligned_grid must be a share of the SMs in [0, 1], got {self.aligned_grid}")
         if self.bn < 0 or self.k_block_rescale < 0:
             raise InputError(f"bn and k_block_rescale must be >= 0, got {self.bn}, {self.k_block_rescale}")
 
@@ -96,12 +106,31 @@ class KernelFacts:
         limits = np.array([m for m, _ in self.stream_k_ctas])
         per_sm = np.array([c for _, c in self.stream_k_ctas])[
             np.minimum(np.searchsorted(limits, M, side="left"), len(limits) - 1)]
-        ctas = np.floor(sms * per_sm / self.m_passes(M))
+        slots = np.floor(sms * per_sm / self.m_passes(M))
         tiles = np.ceil(N / self.bn) if self.bn else np.ones(np.shape(M))
-        return np.ceil(ctas / tiles)
+        if not self.aligned_grid:
+            return np.ceil(slots / tiles)
+        ctas = persistent_grid(tiles, np.inf, slots, self.aligned_grid)
+        return np.where(np.mod(tiles, ctas) == 0, 0.0, np.ceil(ctas / tiles))  # whole tiles: nothing to sum
 
     def padded_n(self, N: np.ndarray) -> np.ndarray:
         return np.ceil(N / self.bn) * self.bn if self.bn else np.asarray(N, dtype=np.float64)
+
+
+def persistent_grid(tiles: Any, ktiles: Any, slots: Any, min_use: float) -> Any:
+    """CTAs per m-tile of a persistent grid over tiles x ktiles iterations with `slots` resident CTAs (scalars or
+    arrays): every tile cut into s = slots // tiles pieces (tiles <= slots), or every CTA w = ceil(tiles / slots)
+    whole tiles (tiles a multiple of w), when that keeps at least `min_use` of the slots busy (0 < min_use <= 1; 0:
+    never); else stream-K over every slot. Never more CTAs than iterations. A grid of whole tiles has no split tile to
+    sum; an evenly split one no CTA with pieces of two tiles (kernels/splitk.cuh)."""
+    tiles, ktiles, slots = (np.asarray(v, dtype=np.float64) for v in (tiles, ktiles, slots))
+    s = np.minimum(np.floor(slots / tiles), ktiles)
+    w = np.ceil(tiles / slots)
+    on = min_use > 0
+    split = on & (tiles <= slots) & (s * tiles >= min_use * slots)
+    whole = on & (tiles > slots) & (np.mod(tiles, w) == 0) & (tiles >= min_use * w * slots)
+    ctas = np.where(split, s * tiles, np.where(whole, tiles / w, np.minimum(slots, tiles * ktiles)))
+    return ctas if ctas.ndim else int(ctas)
 
 
 def m_tiles_from(rows_at: Any, batches: range = range(1, 257)) -> tuple[tuple[int, int], ...]:

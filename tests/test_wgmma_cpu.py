@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from kernels import registry, wgmma
 from models.errors import InputError
+from models.kernel_terms import persistent_grid
 
 
 def test_batch_tile_is_the_smallest_that_holds_m():
@@ -26,32 +28,17 @@ def test_tile_config_shared_memory_threads_and_channels():
                                     (wgmma.WgTile(2, 2, 128), 16),  # cp.async needs 3 stages
                                     (wgmma.WgTile(2, 4, 96), 16),  # k-tile not whole 128-byte rows
                                     (wgmma.WgTile(2, 4, 128, mb=2), 16),  # 2 blocks per warpgroup only with TMA
-                                    (wgmma.WgTile(2, 3, 128, tma=True, mb=2), 256),  # 256 x 2 accumulators
-                                    (wgmma.WgTile(2, 6, 256, cl=2), 16),  # clusters only with TMA
-                                    (wgmma.WgTile(2, 6, 128, True, 1, 4), 128)])  # clusters of 1 or 2
+                                    (wgmma.WgTile(2, 3, 128, tma=True, mb=2), 256)])  # 256 x 2 accumulators
 def test_impossible_tiles_are_refused(tile, M):
     with pytest.raises(InputError, match="wgmma tile"):
         wgmma.tile_config(M, tile)
-
-
-def test_cluster_tiles_name_their_instance_and_need_whole_cluster_tiles():
-    cfg = wgmma.tile_config(128, wgmma.WgTile(2, 6, 128, True, 1, 2))
-    assert (cfg.bn, cfg.cluster, cfg.smem_bytes) == (128, 2, 6 * 256 * 128 + 1024)
-    runner = wgmma.make_runner(registry.get("wg_fp8"), tile=wgmma.WgTile(2, 6, 128, True, 1, 2))
-    assert runner._expression(cfg) == "wg_gemm_tma_cluster<wg::OpFP8, 128, 2, 1, 6, 128, 2>"
-    runner.check(128, 4096, 4096)
-    with pytest.raises(InputError, match="N a multiple of 256"):
-        runner.check(128, 4224, 4096)  # 33 n-tiles of 128: a cluster would hold half a pair
-    assert wgmma.make_runner(registry.get("wg_fp8"))._expression(wgmma.tile_config(128)).startswith("wg_gemm_tma<")
 
 
 def test_parse_tile():
     assert wgmma.parse_tile("2x4x128") == wgmma.WgTile(2, 4, 128)
     assert wgmma.parse_tile("2x4x128xt") == wgmma.WgTile(2, 4, 128, True, 1)
     assert wgmma.parse_tile("1x6x256XT2") == wgmma.WgTile(1, 6, 256, True, 2)
-    assert wgmma.parse_tile("2x6x128xt1c2") == wgmma.WgTile(2, 6, 128, True, 1, 2)
-    assert wgmma.parse_tile("2x6x128xtc2") == wgmma.WgTile(2, 6, 128, True, 1, 2)
-    for bad in ("2x4", "2x4x128xq", "axbxc", "2x4x128xt2x1", "", "2x4x128xt1c", "2x4x128xc2", "2x4x128xt1cc"):
+    for bad in ("2x4", "2x4x128xq", "axbxc", "2x4x128xt2x1", ""):
         with pytest.raises(InputError, match="bad wgmma tile"):
             wgmma.parse_tile(bad)
 
@@ -87,3 +74,36 @@ def test_specs_are_hopper_only():
         assert (spec.min_cc, spec.max_cc, spec.m_min, spec.m_max) == (90, 90, 1, 256)
         assert spec.source in ("wg_gemm.cu", "wg_gemm_w4a16.cu")
     assert "native FP8" in registry.get("wg_fp8").notes
+
+
+@pytest.mark.parametrize("tiles,ktiles,ctas", [
+    (32, 32, 128),  # 4096 channels: every tile in 4 pieces (97 % of 132 SMs)
+    (32, 86, 128),  # 4 uneven pieces (21-22 k-tiles); kernels/splitk.cuh keeps each in one tile
+    (16, 16, 128),  # 8 pieces
+    (64, 64, 128),  # 2 pieces
+    (224, 64, 112),  # 2 whole tiles per CTA (85 %)
+    (250, 32, 125),  # 2 whole tiles per CTA (95 %)
+    (172, 32, 132),  # 2 whole tiles would leave 35 % idle: stream-K
+    (96, 32, 132),  # one whole tile each would leave 27 % idle: stream-K
+    (175, 32, 132),  # whole tiles that do not divide evenly: stream-K
+    (8, 2, 16),  # never more CTAs than iterations
+])
+def test_persistent_grid_aligns_pieces_where_the_sms_stay_busy(tiles, ktiles, ctas):
+    assert persistent_grid(tiles, ktiles, 132, 0.8) == ctas
+
+
+def test_each_wgmma_kernel_declares_how_many_idle_sms_its_grid_may_leave():
+    assert persistent_grid(224, 64, 132, 0.9) == 132  # wg_w4a16: 85 % busy is too few, stream-K
+    assert persistent_grid(250, 32, 132, 0.9) == 125
+    assert persistent_grid(32, 32, 132, 0.0) == 132  # 0: never aligned
+    shares = {s.name: s.facts.aligned_grid for s in wgmma.SPECS}
+    assert shares == {"wg_bf16": 0.8, "wg_fp16": 0.8, "wg_w8a8": 0.8, "wg_fp8": 0.8, "wg_w4a16": 0.9}
+
+
+def test_the_model_counts_the_slots_the_grid_rule_leaves():
+    facts = registry.get("wg_fp8").facts
+    assert facts.aligned_grid
+    slots = facts.fixup_slots(np.array([128, 128, 128, 128]), np.array([4096, 22016, 28672, 12288]), 132)
+    assert slots.tolist() == [4.0, 1.0, 0.0, 2.0]  # split in 4; stream-K; whole tiles; stream-K over 96 tiles
+    old = registry.get("tc_fp8").facts  # the mma.sync kernels keep stream-K over every SM
+    assert not old.aligned_grid and old.fixup_slots(np.array([128]), np.array([28672]), 132).tolist() == [1.0]
