@@ -4,8 +4,8 @@ their peers.
     PYTHONPATH=. python3 bench/bench_tc_gemv.py [--kernel w4a16_tc_gemv] [--shapes 22016x4096,...]
         [--batches 1,4,8,16] [--budget 0.1]
 
-For each shape and batch: the kernel (`w4a16_tc_gemv`, `fp8_tc_gemv` or `w8a8_tc_gemv`) in both columns of its table
-("few" and "many" row tiles per SM) and the variants below, and its peers (FAMILIES: our other kernels of the scheme
+For each shape and batch: the kernel (`w4a16_tc_gemv`, `fp8_tc_gemv` or `w8a8_tc_gemv`) in every column of its table
+(by row tiles per SM) and the variants below, and its peers (FAMILIES: our other kernels of the scheme
 and the library kernel it is judged against), each float64-checked on its first input set and timed by the
 profiler's loop (workbench.measure.timing.measure: L2-cold rotation, CUDA-graph replays), and each over the fastest
 L2-cold read of its own bytes (bench/anchors.py ReadLimit). Prints, per point, the default and the three fastest
@@ -80,8 +80,8 @@ def plan(shapes: tuple[tuple[int, int], ...], batches: tuple[int, ...],
     cases: list[tuple[str, dict[str, Any] | None, int, int, int]] = []
     for N, K in shapes:
         for M in batches:
-            few, many = next((f, m) for top, f, m in fam.module.TABLE if M <= top)
-            configs = [few, many] + [replace(many, **v) for v in fam.variants[few.nt]]
+            cols = [c for _, c in next(cs for top, cs in fam.module.TABLE if M <= top)]
+            configs = cols + [replace(cols[-1], **v) for v in fam.variants[cols[0].nt]]
             seen: list[dict[str, Any]] = []
             for c in configs:
                 full = asdict(c)

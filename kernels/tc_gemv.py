@@ -5,14 +5,15 @@ the CUDA-core GEMV (`w4a16_gemv`) pays the products of every batch row on CUDA c
 global memory straight to the registers of the warp that needs them, in the layout of kernels/pack_w4.py
 `pack_w4a16_tc`.
 
-`TABLE` is the one table of launch configurations: per batch bin, one for layers with few row tiles per SM (warps
-split K more finely, so each SM still has enough loads in flight) and one for many; measured on the H200
+`TABLE` is the one table of launch configurations: per batch bin, columns by the layer's row tiles per SM (with few,
+warps split K more finely, so each SM still has enough loads in flight); measured on the H200
 (docs/kernels-tc-gemv.md). `choose_config` reads it; a benchmark may override any field.
 CuPy is imported inside functions only.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,23 +49,34 @@ class Config:
         return self.warps * ROWS * self.nt * 8 * 4
 
 
-# A layer with at most FEW_TILES_PER_SM row tiles (N / 16) per SM takes the "few" configuration. On the H200 (132
-# SMs): 4096 channels (2 per SM) took "few", 22016 and 28672 (10, 14 per SM) "many" (docs/kernels-tc-gemv.md). At
-# M 9-16 the many column runs 2 row tiles per CTA, 2 CTAs per SM: 22-26 % faster than 4 row tiles on 12288x4096,
-# 28672x8192 and 32000x4096, 6 % slower on 22016x4096 (bench_tc_gemv rows, c2ece55).
-FEW_TILES_PER_SM = 4
-TABLE: tuple[tuple[int, Config, Config], ...] = (  # (largest M, few row tiles per SM, many)
-    (8, Config(nt=1, warps=16, u=1, minb=2), Config(nt=1, warps=8, u=2, minb=4)),
-    (16, Config(nt=2, warps=8, u=2, tiles=2), Config(nt=2, warps=4, u=1, tiles=2, wscale=True, minb=2)),
+# Per batch bin, configurations by the layer's row tiles (N / 16) per SM: a column serves layers with at most its
+# number (the last, any number). On the H200 (132 SMs, docs/kernels-tc-gemv.md): at M <= 8, 4096 channels (1.9 per
+# SM) took the first column, 22016 and 28672 (10, 14 per SM) the second. At M 9-16 (bench_tc_gemv rows): 2 groups
+# ahead with 8 warps on 1.9 per SM (4096x4096, 4096x14336: 3-9 % ahead of the next); 8 warps, 1 group ahead and the
+# scale in the weights on 2.9 and 3.9 per SM (6144x4096 9.4 us against 11.1 and 12.3 at M = 16; 8192x8192 16.1
+# against 19.9 and 21.1); from 5.8 per SM (12288x4096 13.3 us against 15.1) 4 warps with 2 CTAs per SM, which was
+# 22-26 % faster than 4 row tiles per CTA on 12288x4096, 28672x8192 and 32000x4096 and 6 % slower on 22016x4096.
+Columns = tuple[tuple[float, Config], ...]  # (most row tiles per SM, configuration), ascending, the last math.inf
+FEW_TILES_PER_SM = 4  # the M <= 8 bin's boundary here, the M 9-16 bin's in kernels.tc_gemv_q8
+TABLE: tuple[tuple[int, Columns], ...] = (  # (largest M, columns)
+    (8, ((FEW_TILES_PER_SM, Config(nt=1, warps=16, u=1, minb=2)), (math.inf, Config(nt=1, warps=8, u=2, minb=4)))),
+    (16, ((2.5, Config(nt=2, warps=8, u=2, tiles=2)),
+          (5, Config(nt=2, warps=8, u=1, tiles=2, wscale=True, minb=2)),
+          (math.inf, Config(nt=2, warps=4, u=1, tiles=2, wscale=True, minb=2)))),
 )
 
 
+def column(columns: Columns, N: int, sms: int) -> Config:
+    """The column for a layer of N channels on `sms` SMs (N = 0: the last column)."""
+    per_sm = -(-N // ROWS) / sms if N > 0 else math.inf
+    return next(c for top, c in columns if per_sm <= top)
+
+
 def choose_config(M: int, N: int = 0, sms: int = 132, **override: Any) -> Config:
-    """The table's configuration for batch M on a layer of N channels (N = 0: the "many" column) on `sms` SMs."""
+    """The table's configuration for batch M on a layer of N channels (N = 0: the last column) on `sms` SMs."""
     if not 1 <= M <= M_MAX:
         raise InputError(f"{NAME} takes M in [1, {M_MAX}], got M={M}")
-    few, many = next((f, m) for top, f, m in TABLE if M <= top)
-    cfg = replace(few if 0 < -(-N // ROWS) <= FEW_TILES_PER_SM * sms else many, **override)
+    cfg = replace(column(next(c for top, c in TABLE if M <= top), N, sms), **override)
     if cfg.nt * 8 < M or not 1 <= cfg.warps <= 32 or min(cfg.u, cfg.tiles, cfg.minb) < 1:
         raise InputError(f"{NAME}: config {cfg} cannot run M={M} (needs 8 * nt >= M, 1-32 warps, u, tiles and minb "
                          ">= 1)")
@@ -148,8 +160,8 @@ SPECS: tuple[KernelSpec, ...] = (
                "in shared memory",
                notes="G=128 (any multiple of 64); mma.sync m16n8k16 f16 with the weights as A and the batch as N "
                "(padded to 8 or 16); 0x6400 magic + lop3, q - z exact; M <= 8: scale on the fp32 sums per group, "
-               "M 9-16 on many row tiles: scale in the fp16 weights; zero point stored as 8 bits in the layout (4 "
-               "counted by models.schemes)",
-               facts=KernelFacts("gemv", "mma_sync_f16", "w4", tuple((m, f.nt * 8) for m, f, _ in TABLE),
+               "M 9-16 from 2.5 row tiles per SM: scale in the fp16 weights; zero point stored as 8 bits in the "
+               "layout (4 counted by models.schemes)",
+               facts=KernelFacts("gemv", "mma_sync_f16", "w4", tuple((m, cols[0][1].nt * 8) for m, cols in TABLE),
                                  bn=ROWS)),
 )

@@ -8,13 +8,14 @@ kind's `f16`), and the per-channel and per-token scales are applied once per out
 those of the GEMM kernels of the same scheme (per-token quantized activations, per-channel weight scales), so the
 families are compared on identical data.
 
-`TABLE` is the one table of launch configurations: per batch bin, one for layers with few row tiles per SM and one
-for many (the threshold `FEW_TILES_PER_SM` is tc_gemv's). `choose_config` reads it; a benchmark may override any
-field. CuPy is imported inside functions only.
+`TABLE` is the one table of launch configurations: per batch bin, columns by the layer's row tiles per SM (as
+kernels.tc_gemv's, whose `column` picks one). `choose_config` reads it; a benchmark may override any field.
+CuPy is imported inside functions only.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,7 +24,7 @@ import numpy as np
 from kernels import build, pack_q8, problems
 from kernels.launch import BoundLaunchRunner, Launch, bound_problem, device_sms
 from kernels.registry import KernelSpec, Problem, check_batch
-from kernels.tc_gemv import FEW_TILES_PER_SM
+from kernels.tc_gemv import FEW_TILES_PER_SM, Columns, column
 from models.errors import InputError
 from models.kernel_terms import KernelFacts
 
@@ -69,20 +70,19 @@ class Config:
 
 # H200, fp8 and w8a8 on 4096x4096, 4096x11008 (few), 22016x4096, 28672x8192 (many), docs/kernels-tc-gemv.md: at M <= 8
 # one configuration is within 2.5 % of the best of seven on every shape; at M 9-16 the columns differ.
-TABLE: tuple[tuple[int, Config, Config], ...] = (  # (largest M, few row tiles per SM, many); f16 comes from the kind
-    (8, Config(nt=1, warps=16, u=1, minb=2), Config(nt=1, warps=16, u=1, minb=2)),
-    (16, Config(nt=2, warps=16, u=1, minb=1), Config(nt=2, warps=8, u=1, minb=4)),
+TABLE: tuple[tuple[int, Columns], ...] = (  # (largest M, columns as kernels.tc_gemv's); f16 comes from the kind
+    (8, ((math.inf, Config(nt=1, warps=16, u=1, minb=2)),)),
+    (16, ((FEW_TILES_PER_SM, Config(nt=2, warps=16, u=1, minb=1)), (math.inf, Config(nt=2, warps=8, u=1, minb=4)))),
 )
 
 
 def choose_config(M: int, N: int = 0, sms: int = 132, name: str = "fp8_tc_gemv", **override: Any) -> Config:
-    """The table's configuration for batch M on a layer of N channels (N = 0: the "many" column) on `sms` SMs."""
+    """The table's configuration for batch M on a layer of N channels (N = 0: the last column) on `sms` SMs."""
     if not 1 <= M <= M_MAX:
         raise InputError(f"{name} takes M in [1, {M_MAX}], got M={M}")
     if name not in KINDS:
         raise InputError(f"no 8-bit tensor-core GEMV named {name!r}; known: {', '.join(KINDS)}")
-    few, many = next((f, m) for top, f, m in TABLE if M <= top)
-    cfg = replace(few if 0 < -(-N // ROWS) <= FEW_TILES_PER_SM * sms else many, f16=KINDS[name].f16)
+    cfg = replace(column(next(c for top, c in TABLE if M <= top), N, sms), f16=KINDS[name].f16)
     cfg = replace(cfg, **override)
     if cfg.nt * 8 < M or not 1 <= cfg.warps <= 32 or min(cfg.u, cfg.tiles, cfg.minb) < 1:
         raise InputError(f"{name}: config {cfg} cannot run M={M} (needs 8 * nt >= M, 1-32 warps, u, tiles and minb "
@@ -168,7 +168,7 @@ _GEOMETRY = ("one CTA per row tile of 16 channels (kernels.tc_gemv_q8.TABLE), wa
 def _spec(name: str, notes: str) -> KernelSpec:
     kind = KINDS[name]
     facts = KernelFacts("gemv", "mma_sync_s8" if kind.s8 else "mma_sync_f16", "e4m3" if kind.f16 else "none",
-                        tuple((m, f.nt * 8) for m, f, _ in TABLE), bn=ROWS)
+                        tuple((m, cols[0][1].nt * 8) for m, cols in TABLE), bn=ROWS)
     return KernelSpec(name, kind.scheme, "nvrtc", "optimized", "kernels.tc_gemv_q8:make_runner", m_max=M_MAX,
                       min_cc=80 if kind.s8 else 89, source=SOURCE, entry=ENTRY, geometry=_GEOMETRY, notes=notes,
                       facts=facts)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from kernels import registry, tc_gemv
+from kernels import registry, tc_gemv, tc_gemv_q8
 from models.errors import InputError
 
 SPEC = registry.get(tc_gemv.NAME)
@@ -18,13 +20,29 @@ def test_the_table_pads_the_batch_to_whole_n_tiles(M: int, nt: int) -> None:
 
 
 def test_few_row_tiles_per_sm_take_the_few_column() -> None:
-    few, many = tc_gemv.TABLE[0][1:]
+    (_, few), (_, many) = tc_gemv.TABLE[0][1]
     limit = tc_gemv.FEW_TILES_PER_SM * 132 * 16  # channels at the threshold on 132 SMs
     assert tc_gemv.choose_config(1, 4096) == few and tc_gemv.choose_config(1, limit) == few
     assert tc_gemv.choose_config(1, limit + 1) == many and tc_gemv.choose_config(1, 22016) == many
     assert tc_gemv.choose_config(1, limit + 1, sms=264) == few  # the same layer on a GPU of twice the SMs
-    assert tc_gemv.choose_config(1) == many  # no N: the many column
-    assert tc_gemv.choose_config(12, 4096) == tc_gemv.TABLE[1][1]
+    assert tc_gemv.choose_config(1) == many  # no N: the last column
+
+
+def test_m9_16_has_a_middle_column_between_2_5_and_5_row_tiles_per_sm() -> None:
+    (_, few), (_, middle), (_, many) = tc_gemv.TABLE[1][1]
+    assert len({few, middle, many}) == 3
+    picks = {N: tc_gemv.choose_config(16, N) for N in (4096, 4224, 6144, 8192, 10560, 10576, 12288, 22016)}
+    assert picks[4096] == few and picks[4224] == few  # 1.94 and 2.0 row tiles per SM
+    assert picks[6144] == middle and picks[8192] == middle and picks[10560] == middle  # 2.9, 3.9, 5.0
+    assert picks[10576] == many and picks[12288] == many and picks[22016] == many  # 5.0076, 5.8, 10.4
+    assert tc_gemv.choose_config(12, 8192, sms=66) == many  # half the SMs: twice the tiles per SM
+
+
+def test_every_bins_columns_ascend_and_end_unbounded() -> None:
+    for mod in (tc_gemv, tc_gemv_q8):
+        for _, cols in mod.TABLE:
+            tops = [t for t, _ in cols]
+            assert tops == sorted(tops) and tops[-1] == math.inf and len(set(tops)) == len(tops)
 
 
 @pytest.mark.parametrize("M", [0, 17, -1])

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.gpu
 
 TOL = 2e-3
 SMALL = ((37, 128), (101, 640), (1029, 4096 + 128), (203, 11008))
-LLM = ((22016, 4096), (4096, 11008))
+LLM = ((22016, 4096), (4096, 11008), (6144, 4096))  # 6144: the middle column at M 9-16
 VARIANTS = ({"warps": 4}, {"u": 1}, {"u": 4, "tiles": 2}, {"warps": 16, "u": 2, "minb": 2},
             {"wscale": True, "tiles": 3}, {"wscale": True, "tiles": 4, "warps": 4, "u": 1}, {"minb": 4})
 

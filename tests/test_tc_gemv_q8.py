@@ -16,7 +16,7 @@ def test_the_table_pads_the_batch_to_whole_n_tiles(M: int, nt: int) -> None:
 
 
 def test_few_row_tiles_per_sm_take_the_few_column() -> None:
-    few, many = tc_gemv_q8.TABLE[1][1:]
+    (_, few), (_, many) = tc_gemv_q8.TABLE[1][1]
     assert few != many
     limit = tc_gemv.FEW_TILES_PER_SM * 132 * 16
 
@@ -71,7 +71,7 @@ def test_specs_declare_scheme_path_and_table() -> None:
     assert (fp8.scheme, fp8.facts.path, fp8.facts.dequant, fp8.min_cc) == ("fp8", "mma_sync_f16", "e4m3", 89)
     assert (w8a8.scheme, w8a8.facts.path, w8a8.facts.dequant, w8a8.min_cc) == ("w8a8", "mma_sync_s8", "none", 80)
     for spec in (fp8, w8a8):
-        assert spec.facts.m_tiles == tuple((m, f.nt * 8) for m, f, _ in tc_gemv_q8.TABLE)
+        assert spec.facts.m_tiles == tuple((m, cols[0][1].nt * 8) for m, cols in tc_gemv_q8.TABLE)
         assert spec.m_max == tc_gemv_q8.M_MAX == tc_gemv_q8.TABLE[-1][0]
     with pytest.raises(InputError, match="no 8-bit tensor-core GEMV"):
         tc_gemv_q8.TcGemvQ8Runner(registry.get("fp8_gemv"))
