@@ -240,6 +240,7 @@ def run(cases: list[tuple[Any, int, int, int]], budget: float) -> list[dict[str,
     import cupy as cp
 
     from kernels import registry
+    from workbench.measure.environment import release_device_caches
     from workbench.measure.timing import CudaTimer, TimingConfig, measure
 
     dev = cp.cuda.Device()
@@ -256,7 +257,7 @@ def run(cases: list[tuple[Any, int, int, int]], budget: float) -> list[dict[str,
                   flush=True)
             continue
         finally:
-            cp.get_default_memory_pool().free_all_blocks()
+            release_device_caches()
         t_read, grid = limit(runner.nbytes)
         err = float(t.ref_error_rel)
         rows.append({"N": N, "K": K, "M": M, "kernel": spec.name, "scheme": spec.scheme, "role": spec.role,
