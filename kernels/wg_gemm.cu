@@ -10,9 +10,10 @@
 // k-tiles i+1 .. i+STAGES-2 are in flight; one wgmma group stays in flight across the barrier (wait_group 1), so a
 // stage is refilled two k-tiles after its wgmma was issued.
 //
-// Work split: a persistent stream-K grid over (n-tile of 64*WG channels, k-tile of KT bytes) per m-tile of BM rows,
-// as in the mma.sync kernels (tc_common.cuh); the pieces of a split tile meet in per-CTA slots of a 32-bit
-// workspace and the CTA that completes the tile sums them (finish_tile in wg_common.cuh).
+// Work split: a persistent grid over (n-tile of 64*WG channels, k-tile of KT bytes) per m-tile of BM rows: whole
+// tiles, every tile in the same number of pieces, or stream-K, as the host chose the grid
+// (models.kernel_terms.persistent_grid, splitk.cuh StreamK); the pieces of a split tile meet in per-CTA slots of a
+// 32-bit workspace and the CTA that completes the tile sums them (finish_tile in wg_common.cuh).
 //
 // Entries: templates wg_gemm<Op, BM, WG, STAGES, KT> (cp.async) and wg_gemm_tma<Op, BM, WG, MB, STAGES, KT> (TMA,
 // below), instantiated by name expression (kernels/wgmma.py).
