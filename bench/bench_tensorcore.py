@@ -6,6 +6,8 @@ median per launch. Bytes are what each kernel's device arrays hold (kernels.prob
 
     PYTHONPATH=. python bench/bench_tensorcore.py --out $OUT [--shapes 22016x4096,4096x11008] [--batches 16,32]
         [--variants narrow,wide]   (default: the SELECT table's choice per M, reported as its variant name)
+        [--grid rule,stream-k]   (wgmma kernels: models.kernel_terms.persistent_grid's grid, the default, and/or
+            stream-K over every SM, the grid before it; docs/kernels-wgmma.md's sixth-pass table)
         [--wg-tiles=-,2x4x128,2x4x128xt,2x4x128xt2]   (wgmma kernels wg_*: warpgroups x stages x k-tile bytes
             forced at every M, "xt" = the TMA kernel, "xtN" = with N 64-channel blocks per warpgroup, "-" = the
             default kernels.wgmma.WG_TILES; note the "=": a list starting with "-") [--budget 0.2]
@@ -45,13 +47,14 @@ def bench_cublas(M: int, N: int, K: int, l2: int, budget_s: float):
 
 
 def bench_kernel(name: str, M: int, N: int, K: int, l2: int, budget_s: float, per_sm: int | None,
-                 variant=None) -> tuple:
-    """variant: a tensorcore.VARIANTS name for tc_* kernels, a wgmma.WgTile (or None) for wg_* kernels."""
+                 variant=None, grid: str = "rule") -> tuple:
+    """variant: a tensorcore.VARIANTS name for tc_* kernels, a wgmma.WgTile (or None) for wg_* kernels; grid: one of
+    wgmma.GRIDS (wg_* kernels)."""
     from kernels import registry, tensorcore, wgmma
 
     spec = registry.get(name)
     if spec.runner == "kernels.wgmma:make_runner":
-        runner = wgmma.make_runner(spec, per_sm, variant)
+        runner = wgmma.make_runner(spec, per_sm, variant, grid=grid)
         cfg = runner.config(M, K)
     else:
         runner = tensorcore.make_runner(spec, per_sm, variant)
@@ -79,14 +82,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-sm", default="", help="comma list of CTAs-per-SM overrides to sweep (default: auto)")
     ap.add_argument("--variants", default="", help="comma list of tensorcore.VARIANTS to compare (default: SELECT)")
     ap.add_argument("--wg-tiles", default="", help="comma list of WGxSTAGESxKT tiles for wg_* kernels, '-' = default")
+    ap.add_argument("--grid", default="rule", help="comma list of wgmma grids: rule (default), stream-k")
     args = ap.parse_args(argv)
+    from kernels import wgmma
+
+    grids = [g for g in args.grid.split(",") if g]
+    if not grids or any(g not in wgmma.GRIDS for g in grids):
+        print(f"bench_tensorcore: --grid takes a comma list of {', '.join(wgmma.GRIDS)}, got {args.grid!r}",
+              file=sys.stderr)
+        return 2
 
     gpu, l2, sms = _device_info()
     print(f"# {gpu}: {sms} SMs, L2 {l2 / 2**20:.0f} MiB", flush=True)
     per_sms: list[int | None] = [int(v) for v in args.per_sm.split(",") if v] or [None]
     variants: list[str | None] = [v for v in args.variants.split(",") if v] or [None]
-    from kernels import wgmma
-
     wg_tiles = [None if t == "-" else wgmma.parse_tile(t) for t in args.wg_tiles.split(",") if t] or [None]
     rows = []
     for shape in args.shapes.split(","):
@@ -95,19 +104,20 @@ def main(argv: list[str] | None = None) -> int:
             t = bench_cublas(M, N, K, l2, args.budget)
             base = t.stats.median
             flops = 2.0 * M * N * K
-            rows.append(dict(N=N, K=K, M=M, kernel="cublas_bf16", variant="", tile="", per_sm="", time_s=base,
+            rows.append(dict(N=N, K=K, M=M, kernel="cublas_bf16", variant="", tile="", grid="", per_sm="", time_s=base,
                              p10_s=t.stats.p10, p90_s=t.stats.p90, sets=t.rotate_sets, bytes=t.bytes, flops=flops,
                              rel_err=t.ref_error_rel))
             for name in args.kernels.split(","):
-                options = wg_tiles if name.startswith("wg_") else variants
-                for ps, var in ((p, v) for p in per_sms for v in options):
+                wg = name.startswith("wg_")
+                options = wg_tiles if wg else variants
+                for ps, var, grid in ((p, v, g) for p in per_sms for v in options for g in (grids if wg else [""])):
                     try:
-                        t, cfg = bench_kernel(name, M, N, K, l2, args.budget, ps, var)
+                        t, cfg = bench_kernel(name, M, N, K, l2, args.budget, ps, var, grid or "rule")
                     except Exception as exc:  # a failing kernel is reported, the sweep goes on
                         print(f"FAILED {name} {var} M={M} {shape}: {type(exc).__name__}: {exc}", file=sys.stderr)
                         continue
                     tile = f"{cfg.bm}x{cfg.m_tiles}/{cfg.bn}n/{cfg.threads}t/{cfg.stages}s/{cfg.kt}B"
-                    rows.append(dict(N=N, K=K, M=M, kernel=name, variant=cfg.variant, tile=tile,
+                    rows.append(dict(N=N, K=K, M=M, kernel=name, variant=cfg.variant, tile=tile, grid=grid,
                                      per_sm=ps or "auto", time_s=t.stats.median, p10_s=t.stats.p10,
                                      p90_s=t.stats.p90, sets=t.rotate_sets, bytes=t.bytes, flops=flops,
                                      rel_err=t.ref_error_rel))
@@ -117,10 +127,11 @@ def main(argv: list[str] | None = None) -> int:
             _write_csv(Path(args.out), rows)  # after every point group: a run cut short keeps what it measured
             print(f"done {shape} M={M}", flush=True)
 
-    print("\n| N×K | M | kernel | variant | tile | CTAs/SM | µs | TFLOP/s | GB/s | × cuBLAS bf16 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| N×K | M | kernel | variant | tile | grid | CTAs/SM | µs | TFLOP/s | GB/s | × cuBLAS bf16 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['N']}×{r['K']} | {r['M']} | {r['kernel']} | {r['variant']} | {r['tile']} | {r['per_sm']} | "
+        print(f"| {r['N']}×{r['K']} | {r['M']} | {r['kernel']} | {r['variant']} | {r['tile']} | {r['grid']} | "
+              f"{r['per_sm']} | "
               f"{r['time_s'] * 1e6:.1f} | {r['flops'] / r['time_s'] / 1e12:.0f} | "
               f"{r['bytes'] / r['time_s'] / 1e9:.0f} | "
               f"{r['speedup_vs_cublas_bf16']:.2f} |")

@@ -106,14 +106,21 @@ def tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
     return TileConfig(bm, t.stages, -(-M // bm), smem, threads, t.kt, "wg-tma" if t.tma else "wg", bn)
 
 
+GRIDS = ("rule", "stream-k")  # persistent_grid's choice (the default), or stream-K over every SM (benchmarks)
+
+
 class WgmmaRunner(TensorCoreRunner):
-    """Runner for one wgmma kernel; `tile` forces one WgTile at every M (benchmarks), None follows WG_TILES."""
+    """Runner for one wgmma kernel; `tile` forces one WgTile at every M (benchmarks), None follows WG_TILES; `grid`
+    one of GRIDS."""
 
     def __init__(self, spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None = None,
-                 options: tuple[str, ...] = (), group_size: int | None = None):
+                 options: tuple[str, ...] = (), group_size: int | None = None, grid: str = "rule"):
+        if grid not in GRIDS:
+            raise InputError(f"unknown wgmma grid {grid!r}; known: {', '.join(GRIDS)}")
         super().__init__(spec, per_sm, None, group_size)
         self.tile = tile
         self.options = options
+        self.grid = grid
 
     def compile_jobs(self, M: int, N: int, K: int) -> list[tuple[str, str, str, tuple[str, ...]]]:
         return [(self.spec.source, self._expression(self.config(M, K)), "sm_90a", self.options)]
@@ -162,7 +169,8 @@ class WgmmaRunner(TensorCoreRunner):
     def _grid(self, fn: Any, cfg: TileConfig, tiles_n: int, ktiles: int) -> int:
         """Whole tiles or evenly split ones where they keep the SMs busy, else stream-K (persistent_grid)."""
         sms, per_sm = self._sms_and_per_sm(fn, cfg)
-        return persistent_grid(tiles_n, ktiles, max(1, sms * per_sm // cfg.m_tiles), self.spec.facts.aligned_grid)
+        share = self.spec.facts.aligned_grid if self.grid == "rule" else 0.0
+        return persistent_grid(tiles_n, ktiles, max(1, sms * per_sm // cfg.m_tiles), share)
 
     def launch(self, problem: Problem) -> None:
         if problem.tc_config.variant != "wg-tma":
@@ -280,10 +288,10 @@ class WgW4Runner(WgmmaRunner):
 
 
 def make_runner(spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None = None,
-                options: tuple[str, ...] = (), group_size: int | None = None) -> WgmmaRunner:
+                options: tuple[str, ...] = (), group_size: int | None = None, grid: str = "rule") -> WgmmaRunner:
     if spec.scheme == "w4a16":
-        return WgW4Runner(spec, per_sm, tile, options, group_size)
-    return WgmmaRunner(spec, per_sm, tile, options, group_size)
+        return WgW4Runner(spec, per_sm, tile, options, group_size, grid)
+    return WgmmaRunner(spec, per_sm, tile, options, group_size, grid)
 
 
 # What the kernel-aware model needs (models.kernel_terms): the wgmma instruction each kernel issues, the batch tile per

@@ -107,3 +107,23 @@ def test_the_model_counts_the_slots_the_grid_rule_leaves():
     assert slots.tolist() == [4.0, 1.0, 0.0, 2.0]  # split in 4; stream-K; whole tiles; stream-K over 96 tiles
     old = registry.get("tc_fp8").facts  # the mma.sync kernels keep stream-K over every SM
     assert not old.aligned_grid and old.fixup_slots(np.array([128]), np.array([28672]), 132).tolist() == [1.0]
+
+
+def test_the_runner_takes_the_rule_or_stream_k_and_refuses_other_grids(monkeypatch):
+    spec = registry.get("wg_bf16")
+    cfg = wgmma.tile_config(128)
+    grids = {}
+    for grid in wgmma.GRIDS:
+        runner = wgmma.make_runner(spec, grid=grid)
+        monkeypatch.setattr(runner, "_sms_and_per_sm", lambda fn, cfg: (132, 1))
+        grids[grid] = (runner._grid(None, cfg, 32, 64), runner._grid(None, cfg, 224, 64))
+    assert grids == {"rule": (128, 112), "stream-k": (132, 132)}
+    with pytest.raises(InputError, match="unknown wgmma grid 'split'"):
+        wgmma.make_runner(spec, grid="split")
+
+
+def test_bench_tensorcore_refuses_an_unknown_grid_before_touching_the_gpu(capsys):
+    from bench import bench_tensorcore
+
+    assert bench_tensorcore.main(["--grid", "rule,splitk"]) == 2
+    assert "--grid takes a comma list of rule, stream-k" in capsys.readouterr().err
