@@ -28,7 +28,7 @@ import numpy as np
 from kernels import problems
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
-from models.kernel_terms import STREAM_K_CTAS, KernelFacts, m_tiles_from
+from models.kernel_terms import STREAM_K_CTAS, KernelFacts, m_tiles_from, persistent_grid
 from models.schemes import SCHEME_PARAMS
 
 W4_GROUP: int = SCHEME_PARAMS["w4a16"]["group_size"]  # the default group size (the only one the kernel's layout holds)
@@ -199,9 +199,10 @@ def device_properties(device_id: int) -> dict[str, Any]:
     return dict(cupy.cuda.runtime.getDeviceProperties(device_id))
 
 
-def grid_ctas(tiles_n: int, ktiles: int, m_tiles: int, sms: int, per_sm: int) -> int:
-    """CTAs per m-tile of the persistent grid: fill sms * per_sm slots, never more than there are iterations."""
-    return max(1, min(tiles_n * ktiles, (sms * per_sm) // m_tiles))
+def grid_ctas(tiles_n: int, ktiles: int, m_tiles: int, sms: int, per_sm: int, min_use: float = 0.0) -> int:
+    """CTAs per m-tile of the persistent grid over sms * per_sm slots, never more than there are iterations: stream-K
+    over every slot, or persistent_grid's aligned grid where it keeps at least `min_use` of them busy (0: never)."""
+    return persistent_grid(tiles_n, ktiles, max(1, (sms * per_sm) // m_tiles), min_use)
 
 
 class TensorCoreRunner:
@@ -322,7 +323,11 @@ class TensorCoreRunner:
 
     def _grid(self, fn: Any, cfg: TileConfig, tiles_n: int, ktiles: int) -> int:
         """CTAs per m-tile of the persistent grid."""
-        return grid_ctas(tiles_n, ktiles, cfg.m_tiles, *self._sms_and_per_sm(fn, cfg))
+        return grid_ctas(tiles_n, ktiles, cfg.m_tiles, *self._sms_and_per_sm(fn, cfg), self._aligned_share())
+
+    def _aligned_share(self) -> float:
+        """The share of SMs an aligned grid must keep busy to replace stream-K (0: stream-K always)."""
+        return 0.0
 
     def _sms_and_per_sm(self, fn: Any, cfg: TileConfig) -> tuple[int, int]:
         import cupy

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kernels.registry import KernelSpec, Problem, check_batch
-from kernels.tensorcore import TensorCoreRunner, TileConfig, grid_ctas
+from kernels.tensorcore import TensorCoreRunner, TileConfig
 from kernels.wgmma import SMEM_LIMIT, WgTile
 from models.errors import InputError
 from models.kernel_terms import STREAM_K_CTAS, KernelFacts, m_tiles_from
@@ -125,7 +125,7 @@ class FP8BlockRunner(TensorCoreRunner):
         nbytes = sum(int(a.nbytes) for a in arrays.values())
         tiles_n, ktiles = N // cfg.bn, K // cfg.kt
         arrays["counters"] = cupy.zeros(cfg.m_tiles * tiles_n, dtype=cupy.int32)
-        ctas = grid_ctas(tiles_n, ktiles, cfg.m_tiles, *self._sms_and_per_sm(fn, cfg))
+        ctas = self._grid(fn, cfg, tiles_n, ktiles)
         arrays["ws"] = cupy.empty(cfg.m_tiles * ctas * 2 * cfg.bm * cfg.bn, dtype=cupy.uint32)
         out = cupy.empty((M, N), dtype=cupy.float16)
         problem = Problem(M, N, K, arrays, out, nbytes, cupy.asnumpy(ref) if reference else None, qerr,

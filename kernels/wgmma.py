@@ -28,7 +28,7 @@ import numpy as np
 from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tensorcore import _LAYOUT, W4_GROUP, TensorCoreRunner, TileConfig
 from models.errors import InputError
-from models.kernel_terms import ALIGNED_GRID_MIN_USE, STREAM_K_CTAS, KernelFacts, m_tiles_from, persistent_grid
+from models.kernel_terms import ALIGNED_GRID_MIN_USE, STREAM_K_CTAS, KernelFacts, m_tiles_from
 
 _GEOMETRY = ("wgmma m64nBMk16/k32 with the weights as A: 64*WG channels x BM batch rows per CTA (BM = 16..256, the "
              "smallest holding M), WG warpgroups, STAGES-deep cp.async pipeline of KT-byte k-tiles in the 128-byte "
@@ -166,11 +166,9 @@ class WgmmaRunner(TensorCoreRunner):
             a["maps"] = cupy.asarray(np.frombuffer(maps, dtype=np.uint8))
         return problem
 
-    def _grid(self, fn: Any, cfg: TileConfig, tiles_n: int, ktiles: int) -> int:
-        """Whole tiles or evenly split ones where they keep the SMs busy, else stream-K (persistent_grid)."""
-        sms, per_sm = self._sms_and_per_sm(fn, cfg)
-        share = self.spec.facts.aligned_grid if self.grid == "rule" else 0.0
-        return persistent_grid(tiles_n, ktiles, max(1, sms * per_sm // cfg.m_tiles), share)
+    def _aligned_share(self) -> float:
+        """Whole tiles or evenly split ones where they keep the kernel's declared share of SMs busy (the rule)."""
+        return self.spec.facts.aligned_grid if self.grid == "rule" else 0.0
 
     def launch(self, problem: Problem) -> None:
         if problem.tc_config.variant != "wg-tma":
