@@ -6,8 +6,9 @@ median per launch. Bytes are what each kernel's device arrays hold (kernels.prob
 
     PYTHONPATH=. python bench/bench_tensorcore.py --out $OUT [--shapes 22016x4096,4096x11008] [--batches 16,32]
         [--variants narrow,wide]   (default: the SELECT table's choice per M, reported as its variant name)
-        [--grid rule,stream-k]   (wgmma kernels: models.kernel_terms.persistent_grid's grid, the default, and/or
-            stream-K over every SM, the grid before it; docs/kernels-wgmma.md's sixth-pass table)
+        [--grid rule,rule-slots,stream-k]   (wgmma kernels: models.kernel_terms.persistent_grid's grid with a split
+            tile's pieces summed in a cluster where they can be (the default), the same grid summed through slots in
+            global memory, and/or stream-K over every SM; docs/kernels-wgmma.md's sixth and seventh passes)
         [--wg-tiles=-,2x4x128,2x4x128xt,2x4x128xt2]   (wgmma kernels wg_*: warpgroups x stages x k-tile bytes
             forced at every M, "xt" = the TMA kernel, "xtN" = with N 64-channel blocks per warpgroup, "-" = the
             default kernels.wgmma.WG_TILES; note the "=": a list starting with "-") [--budget 0.2]
@@ -55,11 +56,19 @@ def bench_kernel(name: str, M: int, N: int, K: int, l2: int, budget_s: float, pe
     spec = registry.get(name)
     if spec.runner == "kernels.wgmma:make_runner":
         runner = wgmma.make_runner(spec, per_sm, variant, grid=grid)
-        cfg = runner.config(M, K)
     else:
         runner = tensorcore.make_runner(spec, per_sm, variant)
-        cfg = runner.config(M, K)
-    return _measure(runner, M, N, K, l2, budget_s), cfg
+    made = []  # the launch configs of the input sets (a wgmma grid may take a cluster the plain config lacks)
+    make = runner.make
+
+    def recording_make(*args, **kwargs):
+        problem = make(*args, **kwargs)
+        made.append(problem.tc_config)
+        return problem
+
+    runner.make = recording_make
+    t = _measure(runner, M, N, K, l2, budget_s)
+    return t, made[-1] if made else runner.config(M, K)
 
 
 def _write_csv(out: Path, rows: list[dict]) -> None:
@@ -82,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-sm", default="", help="comma list of CTAs-per-SM overrides to sweep (default: auto)")
     ap.add_argument("--variants", default="", help="comma list of tensorcore.VARIANTS to compare (default: SELECT)")
     ap.add_argument("--wg-tiles", default="", help="comma list of WGxSTAGESxKT tiles for wg_* kernels, '-' = default")
-    ap.add_argument("--grid", default="rule", help="comma list of wgmma grids: rule (default), stream-k")
+    ap.add_argument("--grid", default="rule", help="comma list of wgmma grids: rule (default), rule-slots, stream-k")
     args = ap.parse_args(argv)
     from kernels import wgmma
 
@@ -116,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                     except Exception as exc:  # a failing kernel is reported, the sweep goes on
                         print(f"FAILED {name} {var} M={M} {shape}: {type(exc).__name__}: {exc}", file=sys.stderr)
                         continue
-                    tile = f"{cfg.bm}x{cfg.m_tiles}/{cfg.bn}n/{cfg.threads}t/{cfg.stages}s/{cfg.kt}B"
+                    tile = (f"{cfg.bm}x{cfg.m_tiles}/{cfg.bn}n/{cfg.threads}t/{cfg.stages}s/{cfg.kt}B"
+                            + (f"/cl{cfg.cluster}" if cfg.cluster > 1 else ""))
                     rows.append(dict(N=N, K=K, M=M, kernel=name, variant=cfg.variant, tile=tile, grid=grid,
                                      per_sm=ps or "auto", time_s=t.stats.median, p10_s=t.stats.p10,
                                      p90_s=t.stats.p90, sets=t.rotate_sets, bytes=t.bytes, flops=flops,

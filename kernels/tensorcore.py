@@ -148,6 +148,7 @@ class TileConfig:
     kt: int = 128
     variant: str = "narrow"
     bn: int = BN  # output channels per CTA tile
+    cluster: int = 1  # CTAs per cluster (wgmma: a split tile's pieces, summed in distributed shared memory)
 
 
 def _k_bytes(scheme: str, K: int) -> int:
@@ -197,6 +198,21 @@ def device_properties(device_id: int) -> dict[str, Any]:
     import cupy
 
     return dict(cupy.cuda.runtime.getDeviceProperties(device_id))
+
+
+def ktiles_of(scheme: str, K: int, cfg: TileConfig) -> int:
+    """The k-tiles of one tile: 128-deep for w4a16, cfg.kt bytes of K otherwise."""
+    return K // 128 if scheme == "w4a16" else _k_bytes(scheme, K) // cfg.kt
+
+
+def device_sms() -> int:
+    """The current device's SM count, 0 where no GPU can be asked (NVRTC jobs are planned without one)."""
+    try:
+        import cupy
+
+        return int(device_properties(cupy.cuda.Device().id)["multiProcessorCount"])
+    except (ImportError, RuntimeError):
+        return 0
 
 
 def grid_ctas(tiles_n: int, ktiles: int, m_tiles: int, sms: int, per_sm: int, min_use: float = 0.0) -> int:
@@ -305,7 +321,7 @@ class TensorCoreRunner:
         out_dtype = cupy.uint16 if scheme == "bf16" else cupy.float16
         out = cupy.empty((M, N), dtype=out_dtype)
         tiles_n = N // cfg.bn
-        ktiles = K // 128 if scheme == "w4a16" else _k_bytes(scheme, K) // cfg.kt
+        ktiles = ktiles_of(scheme, K, cfg)
         arrays["counters"] = cupy.zeros(cfg.m_tiles * tiles_n, dtype=cupy.int32)
         if "sa" not in arrays:
             arrays["sa"] = arrays["sb"] = cupy.ones(1, dtype=cupy.float32)  # unused by the kernel

@@ -143,9 +143,11 @@ __device__ __forceinline__ void math_sync() {
 // (32, 16). A thread's channel scales are loaded once, its token scales four 8-row groups at a time, each batch of
 // loads before that batch's stores: the compiler cannot move a load of a scale above a store to y (they might alias),
 // and one load, convert and store after the other cost 5 us per 128 x 128 tile (fp8, H200, globaltimer trace).
+// Only the groups of four accumulators [lo, hi) (flattened over the blocks: block b's 8-row group g is b * BM / 8 + g)
+// are stored: a cluster's CTAs each store their part of a tile (finish_cluster).
 template <class Op, int BM, int MB, int WS, int BS>
 __device__ __forceinline__ void store_tile(const typename Op::Acc (&acc)[MB][BM / 2], const Params& p, int n_base,
-                                           int m0) {
+                                           int m0, int lo = 0, int hi = MB * BM / 8) {
   constexpr int G = BM / 8, GB = G < 4 ? G : 4;  // 8-row groups of the batch tile, per batch of scale loads
   const int lane = threadIdx.x & 31, n_warp = n_base + ((threadIdx.x >> 5) & 3) * WS + (lane >> 2);
   const int m_lane = m0 + (lane & 3) * 2;
@@ -156,6 +158,10 @@ __device__ __forceinline__ void store_tile(const typename Op::Acc (&acc)[MB][BM 
     for (int h = 0; h < 2; ++h) sb[b][h] = Op::scaled ? p.sb[n_warp + b * BS + 8 * h] : 1.f;
 #pragma unroll
   for (int g0 = 0; g0 < G; g0 += GB) {
+    bool any = false;
+#pragma unroll
+    for (int b = 0; b < MB; ++b) any |= b * G + g0 < hi && b * G + g0 + GB > lo;
+    if (!any) continue;
     float sa[GB][2];
 #pragma unroll
     for (int g = 0; g < GB; ++g)
@@ -170,8 +176,9 @@ __device__ __forceinline__ void store_tile(const typename Op::Acc (&acc)[MB][BM 
       for (int g = 0; g < GB; ++g)
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          const int e = q & 1, h = q >> 1, m = m_lane + (g0 + g) * 8 + e;
-          if (m < p.M) *out_at(p, m, n_warp + b * BS + 8 * h) = Op::out(acc[b][4 * (g0 + g) + q], sa[g][e], sb[b][h]);
+          const int e = q & 1, h = q >> 1, m = m_lane + (g0 + g) * 8 + e, gi = b * G + g0 + g;
+          if (m < p.M && gi >= lo && gi < hi)
+            *out_at(p, m, n_warp + b * BS + 8 * h) = Op::out(acc[b][4 * (g0 + g) + q], sa[g][e], sb[b][h]);
         }
   }
 }
@@ -185,6 +192,78 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
   return v;
 }
 
+// ---- Clusters: the CL pieces of a split tile as one cluster (CTA rank r of the cluster runs piece r) ----------------
+__device__ __forceinline__ int cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return static_cast<int>(r);
+}
+// Every non-exited thread of the cluster has arrived; what each wrote before (shared::cluster included) is visible.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// The address in CTA `rank`'s shared memory of this CTA's shared address `addr`.
+__device__ __forceinline__ unsigned cluster_map(unsigned addr, int rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void st_cluster_v4(unsigned addr, unsigned a, unsigned b, unsigned c, unsigned d) {
+  asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d)
+               : "memory");
+}
+__device__ __forceinline__ void ld_shared_v4(unsigned addr, unsigned (&v)[4]) {
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// A split tile summed inside its cluster (a reduce-scatter through distributed shared memory, no global traffic): the
+// tile's NG groups of four accumulators per thread (flattened over the blocks) fall into CL parts, part o = groups
+// [o NG / CL, (o + 1) NG / CL), and CTA o sums and stores part o. After the first barrier every piece is past its main
+// loop, so its pipeline stages (from `buf`, the 1 KB-aligned dynamic shared memory) may receive: each CTA writes every
+// group it does not own into its owner's stages (16-byte stores, thread t's group at word 4 (j NT + t) of the sender's
+// row of CH groups: the same thread mapping in every CTA, conflict-free), the second barrier publishes them, and each
+// CTA adds the CL - 1 rows to its own registers and stores its part. A part may be empty (CL > NG). The host launches
+// this only with the grid's CL pieces per tile as clusters of CL (kernels.wgmma: (CL - 1) CH NT 16 bytes of stages).
+template <class Op, int BM, int NT, int MB, int CL, int WS, int BS>
+__device__ __forceinline__ void finish_cluster(typename Op::Acc (&acc)[MB][BM / 2], const Params& p, int n_base,
+                                               int m0, unsigned buf) {
+  using Acc = typename Op::Acc;
+  constexpr int NG = MB * BM / 8, CH = (NG + CL - 1) / CL;
+  const int r = cluster_rank();
+  const unsigned mine = buf + threadIdx.x * 16;
+  unsigned remote[CL];
+#pragma unroll
+  for (int o = 0; o < CL; ++o) remote[o] = cluster_map(mine, o);
+  cluster_sync();
+#pragma unroll
+  for (int gi = 0; gi < NG; ++gi) {
+    const int o = (gi * CL + CL - 1) / NG;  // the owner of group gi
+    if (o == r) continue;
+    const Acc* a = &acc[(4 * gi) / (BM / 2)][(4 * gi) % (BM / 2)];
+    const int row = r < o ? r : r - 1;
+    st_cluster_v4(remote[o] + (row * CH + gi - o * NG / CL) * NT * 16, acc_bits(a[0]), acc_bits(a[1]),
+                  acc_bits(a[2]), acc_bits(a[3]));
+  }
+  cluster_sync();
+  const int lo = r * NG / CL, hi = (r + 1) * NG / CL;
+#pragma unroll
+  for (int gi = 0; gi < NG; ++gi) {
+    if (gi < lo || gi >= hi) continue;
+    Acc* a = &acc[(4 * gi) / (BM / 2)][(4 * gi) % (BM / 2)];
+#pragma unroll
+    for (int row = 0; row < CL - 1; ++row) {
+      unsigned v[4];
+      ld_shared_v4(mine + (row * CH + gi - lo) * NT * 16, v);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) a[e] = acc_add(a[e], v[e]);
+    }
+  }
+  store_tile<Op, BM, MB, WS, BS>(acc, p, n_base, m0, lo, hi);
+}
+
 // Epilogue of one tile (n-tile nt of the m-tile) whose iterations [k0, k1) of ktiles this CTA ran. A whole tile is
 // stored at once. A split tile is summed through slots instead of atomics. The piece that starts the tile (k0 = 0)
 // is always the last thing its CTA runs; the other pieces (k0 > 0) always come first in theirs. So a later piece
@@ -196,12 +275,17 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
 // (kernels.tensorcore.grid_ctas), so the wait cannot deadlock.
 // Nothing needs zeroing between launches. (The first version summed into an fp32 workspace with one atomic per
 // element; leaving the fix-up out made the kernels 1.6-2x faster at M = 128, docs/kernels-wgmma.md.)
-template <class Op, int BM, int NT, int MB, int WS = 16, int BS = 64>
+// With CL > 1 the kernel runs as clusters of a tile's CL pieces, summed by finish_cluster.
+template <class Op, int BM, int NT, int MB, int WS = 16, int BS = 64, int CL = 1>
 __device__ __forceinline__ void finish_tile(typename Op::Acc (&acc)[MB][BM / 2], const Params& p, int n_base,
                                             int m0, int nt, int tiles_n, int k0, int k1, int ktiles,
-                                            const StreamK& sk) {
+                                            const StreamK& sk, unsigned buf = 0) {
   using Acc = typename Op::Acc;
   constexpr int PER = MB * BM / 2, SLOT = NT * PER;  // accumulators per thread, words per slot
+  if constexpr (CL > 1) {
+    finish_cluster<Op, BM, NT, MB, CL, WS, BS>(acc, p, n_base, m0, buf);
+    return;
+  }
   if (k0 == 0 && k1 == ktiles) {
     store_tile<Op, BM, MB, WS, BS>(acc, p, n_base, m0);
     return;

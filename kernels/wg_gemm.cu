@@ -16,12 +16,13 @@
 // 32-bit workspace and the CTA that completes the tile sums them (finish_tile in wg_common.cuh).
 //
 // Entries: templates wg_gemm<Op, BM, WG, STAGES, KT> (cp.async) and wg_gemm_tma<Op, BM, WG, MB, STAGES, KT> (TMA,
-// below), instantiated by name expression (kernels/wgmma.py).
+// below), and both as clusters of a split tile's CL pieces (wg_gemm_cluster, wg_gemm_tma_cluster: the pieces summed
+// in distributed shared memory), instantiated by name expression (kernels/wgmma.py).
 #include "wg_common.cuh"
 
 namespace wg {
 
-template <class Op, int BM, int WG, int STAGES, int KT>
+template <class Op, int BM, int WG, int STAGES, int KT, int CL = 1>
 __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const unsigned char* __restrict__ W,
                                      const Params& p, int k_bytes) {
   constexpr int NT = WG * 128, BW = 64 * WG, W_BYTES = BW * KT, STAGE = (BW + BM) * KT, NSTEP = KT / 32;
@@ -79,7 +80,7 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
     fence_acc(acc[0]);
     cp_async_wait<0>();
     __syncthreads();  // every warpgroup is done with the stages before the next range refills them
-    finish_tile<Op, BM, NT, 1>(acc, p, n0 + g * 64, m0, nt, tiles_n, k0, k1, ktiles, sk);
+    finish_tile<Op, BM, NT, 1, 16, 64, CL>(acc, p, n0 + g * 64, m0, nt, tiles_n, k0, k1, ktiles, sk, sbase);
     it += nk;
   }
 }
@@ -92,7 +93,7 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
 // epilogue of one tile overlaps the loads of the next. Tensor maps (2 x 128 bytes: W, then x) are built on the host
 // (kernels.wgmma) and read from global memory.
 
-template <class Op, int BM, int WG, int MB, int STAGES, int KT>
+template <class Op, int BM, int WG, int MB, int STAGES, int KT, int CL = 1>
 __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps, const Params& p, int k_bytes) {
   constexpr int NT = WG * 128, BW = 64 * WG * MB, W_BYTES = BW * KT, STAGE = (BW + BM) * KT, NSTEP = KT / 32;
   static_assert(STAGES >= 2 && KT % 128 == 0 && BM % 16 == 0 && BW <= 256, "2+ stages, 128-byte k-atoms, box <= 256");
@@ -124,6 +125,11 @@ __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps,
           tma_load_2d(st + W_BYTES + a * BM * 128, maps + 128, kt * KT + a * 128, m0, bar);
         }
       }
+    }
+    if constexpr (CL > 1) {  // the math warps' two cluster barriers count this warp too (finish_cluster)
+      __syncwarp();
+      cluster_sync();
+      cluster_sync();
     }
     return;
   }
@@ -162,7 +168,8 @@ __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps,
 #pragma unroll
     for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
     if (lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
-    finish_tile<Op, BM, NT, MB>(acc, p, nt * BW + g * MB * 64, m0, nt, tiles_n, k0, k1, ktiles, sk);
+    finish_tile<Op, BM, NT, MB, 16, 64, CL>(acc, p, nt * BW + g * MB * 64, m0, nt, tiles_n, k0, k1, ktiles, sk,
+                                            sbase);
     it += nk;
   }
 }
@@ -188,4 +195,22 @@ __global__ void __launch_bounds__(WG * 128 + 32, 1)
                 const float* sb, int M, int N, int k_bytes) {
   const wg::Params p{out, ws, counters, sa, sb, M, N};
   wg::gemm_tma<Op, BM, WG, MB, STAGES, KT>(maps, p, k_bytes);
+}
+
+// The same kernels as clusters of CL CTAs (2..8): the grid cuts every tile into CL pieces (one per CTA, a cluster per
+// tile) and the pieces are summed in distributed shared memory (finish_cluster in wg_common.cuh) instead of slots.
+template <class Op, int BM, int WG, int STAGES, int KT, int CL>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(WG * 128, 1)
+    wg_gemm_cluster(const unsigned char* __restrict__ x, const unsigned char* __restrict__ w, void* out, void* ws,
+                    int* counters, const float* sa, const float* sb, int M, int N, int k_bytes) {
+  const wg::Params p{out, ws, counters, sa, sb, M, N};
+  wg::gemm<Op, BM, WG, STAGES, KT, CL>(x, w, p, k_bytes);
+}
+
+template <class Op, int BM, int WG, int MB, int STAGES, int KT, int CL>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(WG * 128 + 32, 1)
+    wg_gemm_tma_cluster(const unsigned char* __restrict__ maps, void* out, void* ws, int* counters, const float* sa,
+                        const float* sb, int M, int N, int k_bytes) {
+  const wg::Params p{out, ws, counters, sa, sb, M, N};
+  wg::gemm_tma<Op, BM, WG, MB, STAGES, KT, CL>(maps, p, k_bytes);
 }

@@ -21,7 +21,8 @@
 // row blocks np = 0, 1 of a block go to two warpgroups: half the dequantization and the accumulators per warpgroup,
 // two independent wgmma chains per block; the warpgroup reads its words of each 16-byte load and drops the others).
 //
-// Entry: template wg_gemm_w4a16<BM, WG, MB, STAGES> (kernels/wgmma.py instantiates it by name expression).
+// Entries: templates wg_gemm_w4a16<BM, WG, MB, STAGES> and wg_gemm_w4a16_cluster<..., CL> (kernels/wgmma.py
+// instantiates them by name expression).
 #include "ptx.cuh"
 #include "wg_common.cuh"
 
@@ -70,7 +71,7 @@ __device__ __forceinline__ void fence_regs(unsigned (&r)[4][4]) {
     for (int k = 0; k < 4; ++k) asm volatile("" : "+r"(r[i][k])::"memory");
 }
 
-template <int BM, int WG, int MB, int STAGES>
+template <int BM, int WG, int MB, int STAGES, int CL = 1>
 __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map_x, const unsigned char* __restrict__ Wq,
                                            const unsigned char* __restrict__ SZ, const Params& p, int K) {
   constexpr int NT = WG * 128, NB = WG * MB / 2, BW = 128 * NB, X_BYTES = BM * 256, NF = 2 * MB;
@@ -107,6 +108,11 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
           bulk_load(st + X_BYTES + NB * W4_BLOCK + b * W4_SCALES, SZ + blk * W4_SCALES, W4_SCALES, bar);
         }
       }
+    }
+    if constexpr (CL > 1) {  // the math warps' two cluster barriers count this warp too (finish_cluster)
+      __syncwarp();
+      cluster_sync();
+      cluster_sync();
     }
     return;
   }
@@ -172,8 +178,8 @@ __device__ __forceinline__ void gemm_w4a16(const unsigned char* __restrict__ map
 #pragma unroll
     for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
     if (lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
-    finish_tile<OpFP16, BM, NT, MB, 32, 16>(acc, p, nt * BW + blk * 128 + np0 * 16, m0, nt, tiles_n, k0, k1, ktiles,
-                                           sk);
+    finish_tile<OpFP16, BM, NT, MB, 32, 16, CL>(acc, p, nt * BW + blk * 128 + np0 * 16, m0, nt, tiles_n, k0, k1,
+                                               ktiles, sk, sbase);
     it += nk;
   }
 }
@@ -189,4 +195,14 @@ __global__ void __launch_bounds__(WG * 128 + 32, 1)
                   const unsigned char* __restrict__ sz, void* out, void* ws, int* counters, int M, int N, int K) {
   const wg::Params p{out, ws, counters, nullptr, nullptr, M, N};
   wg::gemm_w4a16<BM, WG, MB, STAGES>(map_x, w, sz, p, K);
+}
+
+// As clusters of a split tile's CL pieces (2..8), summed in distributed shared memory (finish_cluster).
+template <int BM, int WG, int MB, int STAGES, int CL>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(WG * 128 + 32, 1)
+    wg_gemm_w4a16_cluster(const unsigned char* __restrict__ map_x, const unsigned char* __restrict__ w,
+                          const unsigned char* __restrict__ sz, void* out, void* ws, int* counters, int M, int N,
+                          int K) {
+  const wg::Params p{out, ws, counters, nullptr, nullptr, M, N};
+  wg::gemm_w4a16<BM, WG, MB, STAGES, CL>(map_x, w, sz, p, K);
 }

@@ -26,9 +26,17 @@ from typing import Any
 import numpy as np
 
 from kernels.registry import KernelSpec, Problem, check_batch
-from kernels.tensorcore import _LAYOUT, W4_GROUP, TensorCoreRunner, TileConfig
+from kernels.tensorcore import _LAYOUT, W4_GROUP, TensorCoreRunner, TileConfig, device_sms, ktiles_of
 from models.errors import InputError
-from models.kernel_terms import ALIGNED_GRID_MIN_USE, STREAM_K_CTAS, KernelFacts, m_tiles_from
+from models.kernel_terms import (
+    ALIGNED_GRID_MIN_USE,
+    CLUSTER_GRID_MIN_USE,
+    CLUSTER_PIECES_MAX,
+    STREAM_K_CTAS,
+    KernelFacts,
+    cluster_pieces,
+    m_tiles_from,
+)
 
 _GEOMETRY = ("wgmma m64nBMk16/k32 with the weights as A: 64*WG channels x BM batch rows per CTA (BM = 16..256, the "
              "smallest holding M), WG warpgroups, STAGES-deep cp.async pipeline of KT-byte k-tiles in the 128-byte "
@@ -106,7 +114,16 @@ def tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
     return TileConfig(bm, t.stages, -(-M // bm), smem, threads, t.kt, "wg-tma" if t.tma else "wg", bn)
 
 
-GRIDS = ("rule", "stream-k")  # persistent_grid's choice (the default), or stream-K over every SM (benchmarks)
+# persistent_grid's choice with split tiles as clusters where the kernel declares them (the default), the same grid with
+# every split tile summed through slots in global memory, or stream-K over every SM (benchmarks)
+GRIDS = ("rule", "rule-slots", "stream-k")
+
+
+def cluster_fits(pieces: int, tile_words: int, threads: int, stage_bytes: int) -> bool:
+    """Whether the other pieces' parts of a tile of tile_words accumulators (threads math threads) fit the stages
+    (finish_cluster: each CTA receives pieces - 1 rows of ceil(groups / pieces) 16-byte groups per thread)."""
+    groups = tile_words // threads // 4
+    return (pieces - 1) * -(-groups // pieces) * threads * 16 <= stage_bytes
 
 
 class WgmmaRunner(TensorCoreRunner):
@@ -121,9 +138,27 @@ class WgmmaRunner(TensorCoreRunner):
         self.tile = tile
         self.options = options
         self.grid = grid
+        self._resident: dict[tuple[str, int], int] = {}  # (instance, cluster size) -> clusters resident at once
 
     def compile_jobs(self, M: int, N: int, K: int) -> list[tuple[str, str, str, tuple[str, ...]]]:
-        return [(self.spec.source, self._expression(self.config(M, K)), "sm_90a", self.options)]
+        """The tile's instance, and the cluster instances the rule may take on this device: the largest piece count
+        whose clusters would all be resident if none were lost to the GPCs' sizes, and the one below (one CTA per
+        SM, as in every registered tile but w4a16's at BM = 16; no GPU here: the plain instance only)."""
+        cfg = self.config(M, K)
+        configs = [cfg]
+        sms, share = device_sms(), self._cluster_share()
+        if sms and share:
+            tiles, ktiles = N // cfg.bn, ktiles_of(self.spec.scheme, K, cfg)
+            slots = sms // cfg.m_tiles
+            fits = [c for c in range(2, CLUSTER_PIECES_MAX + 1)
+                    if cluster_fits(c, cfg.bm * cfg.bn, self._math_threads(cfg), cfg.smem_bytes - 1024)
+                    and cluster_pieces(tiles, ktiles, slots, {c: slots // c}, share) == c]
+            configs += [replace(cfg, cluster=c) for c in fits[-2:]]
+        return [(self.spec.source, self._expression(c), "sm_90a", self.options) for c in configs]
+
+    @staticmethod
+    def _math_threads(cfg: TileConfig) -> int:
+        return cfg.threads - (32 if cfg.variant in ("wg-tma", "wg-w4") else 0)
 
     def config(self, M: int, K: int) -> TileConfig:
         return tile_config(M, self.tile)
@@ -139,10 +174,42 @@ class WgmmaRunner(TensorCoreRunner):
     def _expression(self, cfg: TileConfig) -> str:
         """The template instance (NVRTC name expression) of this tile."""
         wgs = cfg.threads // 128
+        cl = f"_cluster<wg::{self.spec.entry}" if cfg.cluster > 1 else f"<wg::{self.spec.entry}"
+        tail = f", {cfg.cluster}>" if cfg.cluster > 1 else ">"
         if cfg.variant == "wg-tma":
             mb = cfg.bn // (64 * wgs)
-            return f"wg_gemm_tma<wg::{self.spec.entry}, {cfg.bm}, {wgs}, {mb}, {cfg.stages}, {cfg.kt}>"
-        return f"wg_gemm<wg::{self.spec.entry}, {cfg.bm}, {wgs}, {cfg.stages}, {cfg.kt}>"
+            return f"wg_gemm_tma{cl}, {cfg.bm}, {wgs}, {mb}, {cfg.stages}, {cfg.kt}{tail}"
+        return f"wg_gemm{cl}, {cfg.bm}, {wgs}, {cfg.stages}, {cfg.kt}{tail}"
+
+    def _cluster_share(self) -> float:
+        return self.spec.facts.cluster_grid if self.grid == "rule" else 0.0
+
+    def _pieces(self, fn: Any, cfg: TileConfig, tiles_n: int, ktiles: int) -> int:
+        """Pieces per tile of the clustered split the rule takes here (models.kernel_terms.cluster_pieces), with
+        this device's resident clusters of each size for this kernel; 0: none (slots or stream-K)."""
+        share = self._cluster_share()
+        if not share:
+            return 0
+        sms, per_sm = self._sms_and_per_sm(fn, cfg)
+        resident = {}
+        for c in range(2, CLUSTER_PIECES_MAX + 1):
+            if cluster_fits(c, cfg.bm * cfg.bn, self._math_threads(cfg), cfg.smem_bytes - 1024):
+                key = (self._expression(cfg), c)
+                if key not in self._resident:
+                    self._resident[key] = max_active_clusters(fn, cfg.threads, cfg.smem_bytes, c)
+                resident[c] = self._resident[key] // cfg.m_tiles
+        return cluster_pieces(tiles_n, ktiles, max(1, sms * per_sm // cfg.m_tiles), resident, share)
+
+    def _grid(self, fn: Any, cfg: TileConfig, tiles_n: int, ktiles: int) -> int:
+        s = self._pieces(fn, cfg, tiles_n, ktiles)
+        return s * tiles_n if s else super()._grid(fn, cfg, tiles_n, ktiles)
+
+    def _clustered(self, problem: Problem) -> TileConfig:
+        """The problem's config with the cluster its grid takes (the pieces of each split tile), if any."""
+        cfg = problem.tc_config
+        tiles_n, ktiles = problem.N // cfg.bn, ktiles_of(self.spec.scheme, problem.K, cfg)
+        s = self._pieces(self._kernel(cfg), cfg, tiles_n, ktiles)
+        return replace(cfg, cluster=s) if s else cfg
 
     def _kernel(self, cfg: TileConfig) -> Any:
         from kernels import build
@@ -156,7 +223,7 @@ class WgmmaRunner(TensorCoreRunner):
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         problem = super().make(M, N, K, seed=seed, reference=reference)
-        cfg = problem.tc_config
+        cfg = problem.tc_config = self._clustered(problem)
         if cfg.variant == "wg-tma":
             import cupy
 
@@ -168,7 +235,7 @@ class WgmmaRunner(TensorCoreRunner):
 
     def _aligned_share(self) -> float:
         """Whole tiles or evenly split ones where they keep the kernel's declared share of SMs busy (the rule)."""
-        return self.spec.facts.aligned_grid if self.grid == "rule" else 0.0
+        return self.spec.facts.aligned_grid if self.grid != "stream-k" else 0.0
 
     def launch(self, problem: Problem) -> None:
         if problem.tc_config.variant != "wg-tma":
@@ -186,6 +253,30 @@ def _libcuda() -> Any:
     import ctypes
 
     return ctypes.CDLL("libcuda.so.1")
+
+
+def max_active_clusters(fn: Any, threads: int, smem_bytes: int, size: int) -> int:
+    """How many clusters of `size` CTAs of fn (a CuPy RawKernel launched with `threads` per block and `smem_bytes` of
+    dynamic shared memory) can be resident at once on this device (cuOccupancyMaxActiveClusters with a
+    cluster-dimension launch attribute, via ctypes)."""
+    import ctypes
+
+    class Attribute(ctypes.Structure):  # CUlaunchAttribute: id, padding, a 64-byte value union
+        _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint * 16)]
+
+    class LaunchConfig(ctypes.Structure):
+        _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("smem", ctypes.c_uint),
+                    ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(Attribute)), ("num_attrs", ctypes.c_uint)]
+
+    attr = Attribute(4, b"", (ctypes.c_uint * 16)(size, 1, 1))  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    conf = LaunchConfig((ctypes.c_uint * 3)(size, 1, 1), (ctypes.c_uint * 3)(threads, 1, 1), smem_bytes, None,
+                        ctypes.pointer(attr), 1)
+    n = ctypes.c_int()
+    ptr = fn.kernel.ptr  # the CUfunction of a CuPy RawKernel
+    rc = _libcuda().cuOccupancyMaxActiveClusters(ctypes.byref(n), ctypes.c_void_p(ptr), ctypes.byref(conf))
+    if rc:
+        raise RuntimeError(f"cuOccupancyMaxActiveClusters failed with CUresult {rc} (clusters of {size})")
+    return n.value
 
 
 def tma_map(ptr: int, rows: int, k_bytes: int, box_rows: int) -> bytes:
@@ -266,12 +357,14 @@ class WgW4Runner(WgmmaRunner):
 
     def _expression(self, cfg: TileConfig) -> str:
         wgs = (cfg.threads - 32) // 128
-        return f"wg_gemm_w4a16<{cfg.bm}, {wgs}, {2 * cfg.bn // (128 * wgs)}, {cfg.stages}>"
+        args = f"{cfg.bm}, {wgs}, {2 * cfg.bn // (128 * wgs)}, {cfg.stages}"
+        return f"wg_gemm_w4a16_cluster<{args}, {cfg.cluster}>" if cfg.cluster > 1 else f"wg_gemm_w4a16<{args}>"
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         import cupy
 
         problem = TensorCoreRunner.make(self, M, N, K, seed=seed, reference=reference)
+        problem.tc_config = self._clustered(problem)
         a = problem.arrays
         a["maps"] = cupy.asarray(np.frombuffer(tma_map(a["x"].data.ptr, M, K * 2, problem.tc_config.bm),
                                                dtype=np.uint8))
@@ -300,4 +393,5 @@ SPECS = tuple(replace(s, facts=KernelFacts(
     "wgmma", _PATH[s.name], "w4" if s.scheme == "w4a16" else "none",
     m_tiles_from(lambda M: next((b for b in sorted(W4_TILES) if M <= b), max(W4_TILES))) if s.scheme == "w4a16"
     else m_tiles_from(batch_tile), 128, stream_k_ctas=STREAM_K_CTAS,
-    aligned_grid=ALIGNED_GRID_MIN_USE["sm" if s.scheme == "w4a16" else "memory"])) for s in SPECS)
+    aligned_grid=ALIGNED_GRID_MIN_USE["sm" if s.scheme == "w4a16" else "memory"],
+    cluster_grid=CLUSTER_GRID_MIN_USE["sm" if s.scheme == "w4a16" else "memory"])) for s in SPECS)

@@ -18,7 +18,9 @@ cost, memory and ALU multipliers (how far the kernel is from its microbenchmark)
 of the terms. `models.kernel_fit` estimates them (with leave-one-shape-out validation); a kernel without fitted
 parameters gets its family's median, or the neutral defaults below, and says which.
   fixup    stream-K kernels: slots the busiest tile's owner sums x (tile rows x BN x 4 bytes) / (L2 rate / SMs),
-           x p.fixup_scale, after the main loop (added, not overlapped)
+           x p.fixup_scale, after the main loop (added, not overlapped); a split tile summed in a cluster of its s
+           pieces counts (s - 1) / s slots (each CTA receives that share of a tile through distributed shared memory,
+           priced at the same rate: the fitted fixup_scale covers both)
 Attribution: fixed (G.fixed_s), fixup (p.extra_fixed_s + the split-tile term), memory, alu and tensor (the largest
 term whole, the others scaled by 1 - overlap), so the parts add up to the predicted time; the remainder (measured -
 predicted) is added where a measurement exists.
@@ -117,7 +119,8 @@ def raw_terms(facts: KernelFacts, gpu: GpuTerms, M: Any, N: Any, K: Any, nbytes:
     # split tiles: the owner of the busiest tile reads its slots (m_pad x n-tile fp32 sums each) from L2 at one SM's
     # share of the L2 bandwidth, after its own main loop (not overlapped)
     slot = facts.tile_rows(M) * facts.bn * 4.0
-    fixup = facts.fixup_slots(M, N, gpu.sms) * slot / (gpu.l2_bytes_per_s / gpu.sms) if facts.stream_k_ctas else zero
+    fixup = (facts.fixup_slots(M, N, gpu.sms, gpu.resident_clusters) * slot / (gpu.l2_bytes_per_s / gpu.sms)
+             if facts.stream_k_ctas else zero)
     return Terms(fixed, memory, dequant, rows, tensor, fixup)
 
 

@@ -48,6 +48,14 @@ STREAM_K_CTAS: tuple[tuple[int, int], ...] = ((1 << 30, 1),)
 # 0-6 % faster than stream-K with 85 % of 132 SMs busy (28672 channels: 112 CTAs of 2 whole tiles), 2-8 % slower with
 # 65 % (22016: 86 CTAs); wg_w4a16 6-11 % slower at 85 %, 0-9 % faster at 95 % (32000: 125 CTAs).
 ALIGNED_GRID_MIN_USE = {"memory": 0.8, "sm": 0.9}
+# Clustered split tiles (kernels that declare KernelFacts.cluster_grid): every tile cut into s pieces that run as one
+# cluster and sum in distributed shared memory, where all the tiles' clusters are resident at once. H200
+# (docs/kernels-wgmma.md, seventh pass): against the slot grid above, fp8 and bf16 faster with as few as 48 % of the
+# SMs busy (4096x4096 in 2 pieces, 64 CTAs); 4 pieces beat 6 (2048x2048, fp8 M = 256 13.3 against 17.4 us) and 3
+# beat 2 (4096x4096): at most CLUSTER_PIECES_MAX. wg_w4a16's SM-bound main loop lost 21 % with 73 % busy
+# (4096x11008 M = 32), so it keeps its 0.9.
+CLUSTER_PIECES_MAX = 4
+CLUSTER_GRID_MIN_USE = {"memory": 0.4, "sm": 0.9}
 # Without a measured L2 read bandwidth: this multiple of the DRAM datasheet bandwidth (the H200 measured 7.2 TB/s
 # against 4.8 TB/s HBM: 1.5x).
 DATASHEET_L2_OVER_DRAM = 1.5
@@ -68,6 +76,7 @@ class KernelFacts:
     # pieces of a split tile are summed through fp32 slots in L2 by the CTA that completes it.
     stream_k_ctas: tuple[tuple[int, int], ...] = ()
     aligned_grid: float = 0.0  # > 0: the runner takes persistent_grid's aligned grid from this share of SMs busy
+    cluster_grid: float = 0.0  # > 0: split tiles as clusters (cluster_pieces) where they keep this share busy
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -78,8 +87,9 @@ class KernelFacts:
             raise InputError(f"dequantization {self.dequant!r} unknown; valid: {', '.join(DEQUANT)}")
         if not self.m_tiles or any(m <= 0 or t <= 0 for m, t in self.m_tiles):
             raise InputError(f"m_tiles must be ((largest M, tile rows), ...) of positive integers, got {self.m_tiles}")
-        if not 0 <= self.aligned_grid <= 1:
-            raise InputError(f"aligned_grid must be a share of the SMs in [0, 1], got {self.aligned_grid}")
+        if not (0 <= self.aligned_grid <= 1 and 0 <= self.cluster_grid <= 1):
+            raise InputError(f"aligned_grid and cluster_grid must be shares of the SMs in [0, 1], got "
+                             f"{self.aligned_grid}, {self.cluster_grid}")
         if self.bn < 0 or self.k_block_rescale < 0:
             raise InputError(f"bn and k_block_rescale must be >= 0, got {self.bn}, {self.k_block_rescale}")
 
@@ -99,19 +109,32 @@ class KernelFacts:
         """How many m-tiles (each re-reads and re-converts the weights it covers)."""
         return np.ceil(M / self.tile_rows(M))
 
-    def fixup_slots(self, M: np.ndarray, N: np.ndarray, sms: int) -> np.ndarray:
-        """Slots the busiest tile's owner sums: ceil(CTAs per m-tile / tiles per m-tile), 0 without stream-K."""
+    def fixup_slots(self, M: np.ndarray, N: np.ndarray, sms: int,
+                    resident: dict[int, float] | None = None) -> np.ndarray:
+        """Tiles' worth of partial sums one CTA reads after its main loop: the slots the busiest tile's owner sums,
+        ceil(CTAs per m-tile / tiles per m-tile) (0 without stream-K or with whole tiles), or (s - 1) / s where the
+        tiles' s pieces run as clusters (cluster_pieces, with `resident` clusters of each size; none: sms // size)."""
         if not self.stream_k_ctas:
             return np.zeros(np.shape(M))
         limits = np.array([m for m, _ in self.stream_k_ctas])
         per_sm = np.array([c for _, c in self.stream_k_ctas])[
             np.minimum(np.searchsorted(limits, M, side="left"), len(limits) - 1)]
-        slots = np.floor(sms * per_sm / self.m_passes(M))
+        passes = self.m_passes(M)
+        slots = np.floor(sms * per_sm / passes)
         tiles = np.ceil(N / self.bn) if self.bn else np.ones(np.shape(M))
         if not self.aligned_grid:
             return np.ceil(slots / tiles)
         ctas = persistent_grid(tiles, np.inf, slots, self.aligned_grid)
-        return np.where(np.mod(tiles, ctas) == 0, 0.0, np.ceil(ctas / tiles))  # whole tiles: nothing to sum
+        out = np.where(np.mod(tiles, ctas) == 0, 0.0, np.ceil(ctas / tiles))  # whole tiles: nothing to sum
+        if not self.cluster_grid:
+            return out
+        per_size = {c: (resident or {}).get(c, sms // c) for c in range(2, CLUSTER_PIECES_MAX + 1)}
+        s = np.zeros(np.shape(M))
+        for p in np.unique(passes):  # the clusters of every m-tile share the residency
+            at = passes == p
+            s[at] = cluster_pieces(tiles[at], np.inf, slots[at], {c: r // p for c, r in per_size.items()},
+                                   self.cluster_grid)
+        return np.where(s > 0, (s - 1) / np.maximum(s, 1), out)
 
     def padded_n(self, N: np.ndarray) -> np.ndarray:
         return np.ceil(N / self.bn) * self.bn if self.bn else np.asarray(N, dtype=np.float64)
@@ -131,6 +154,19 @@ def persistent_grid(tiles: Any, ktiles: Any, slots: Any, min_use: float) -> Any:
     whole = on & (tiles > slots) & (np.mod(tiles, w) == 0) & (tiles >= min_use * w * slots)
     ctas = np.where(split, s * tiles, np.where(whole, tiles / w, np.minimum(slots, tiles * ktiles)))
     return ctas if ctas.ndim else int(ctas)
+
+
+def cluster_pieces(tiles: Any, ktiles: Any, slots: Any, resident: dict[int, int], min_use: float) -> Any:
+    """Pieces per tile of a clustered split (scalars or arrays): the largest s in 2..CLUSTER_PIECES_MAX, at most
+    ktiles, with s * tiles <= slots, every tile's cluster of s resident at once (tiles <= resident[s], clusters per
+    m-tile) and s * tiles >= min_use * slots; 0 where none is (or min_use is 0: the kernel has no cluster path)."""
+    tiles, ktiles, slots = (np.asarray(v, dtype=np.float64) for v in (tiles, ktiles, slots))
+    out = np.zeros(np.broadcast(tiles, ktiles, slots).shape)
+    for s in range(2, CLUSTER_PIECES_MAX + 1) if min_use > 0 else ():
+        ok = ((s <= ktiles) & (s * tiles <= slots) & (tiles <= resident.get(s, 0))
+              & (s * tiles >= min_use * slots))
+        out = np.where(ok, s, out)
+    return out if out.ndim else int(out)
 
 
 def m_tiles_from(rows_at: Any, batches: range = range(1, 257)) -> tuple[tuple[int, int], ...]:
@@ -158,6 +194,9 @@ class GpuTerms:
     sources: dict[str, str] = field(default_factory=dict)  # term -> "calibrated" | "datasheet"
     sms: int = 132
     l2_bytes_per_s: float = float("nan")  # L2 read bandwidth (split-tile slots go through L2)
+    # clusters of each size (2..CLUSTER_PIECES_MAX) resident at once with one CTA per SM; fewer than SMs / size where
+    # the GPCs' SM counts are not multiples of it (H200: 66, 39, 30)
+    resident_clusters: dict[int, float] = field(default_factory=dict)
 
     @property
     def fixed_s(self) -> float:
@@ -227,4 +266,7 @@ def gpu_terms(gpu_key: str, cal: Calibration | None) -> GpuTerms:
     l2 = measured("l2_bytes_per_s")
     sources["l2"] = "calibrated" if np.isfinite(l2) else "datasheet"
     l2 = l2 if np.isfinite(l2) else DATASHEET_L2_OVER_DRAM * gpu.bandwidth
-    return GpuTerms(gpu.key, curve[0], curve[1], dq, fp32 / 2.0, flops, sources, gpu.sms, l2)
+    resident = {c: measured(f"resident_clusters_{c}") for c in range(2, CLUSTER_PIECES_MAX + 1)}
+    sources["clusters"] = "calibrated" if all(np.isfinite(v) for v in resident.values()) else "datasheet"
+    resident = {c: v if np.isfinite(v) else float(gpu.sms // c) for c, v in resident.items()}
+    return GpuTerms(gpu.key, curve[0], curve[1], dq, fp32 / 2.0, flops, sources, gpu.sms, l2, resident)

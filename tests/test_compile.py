@@ -79,6 +79,25 @@ def test_wgmma_tiles_compile_for_sm90a(op):
     assert compiled.ok and len(compiled.cubin) > 1000 and compiled.lowered[exprs[0]].startswith("_Z7wg_gemm")
 
 
+@pytest.mark.parametrize("source", ["wg_gemm.cu", "wg_gemm_w4a16.cu"])
+def test_wgmma_cluster_instances_compile_for_sm90a(source):
+    """The cluster kernels (a split tile's pieces summed in distributed shared memory) of every registered batch tile
+    at 2, 4 and 8 pieces, through the runners' own name expressions."""
+    from dataclasses import replace
+
+    from kernels import registry, wgmma
+    from kernels.build import source_path
+
+    _nvrtc_or_skip()
+    exprs = []
+    for name in ("wg_fp8", "wg_bf16", "wg_w8a8") if source == "wg_gemm.cu" else ("wg_w4a16",):
+        runner = registry.runner(name)
+        for M in sorted(wgmma.W4_TILES if name == "wg_w4a16" else wgmma.WG_TILES):
+            exprs += [runner._expression(replace(runner.config(M, 4096), cluster=s)) for s in (2, 4, 8)]
+    r = compile_check.compile_source(source_path(source), "sm_90a", (), tuple(exprs))
+    assert r.ok, r.log
+
+
 def test_wgmma_w4a16_tiles_compile_for_sm90a():
     from kernels import wgmma
     from kernels.build import source_path

@@ -130,12 +130,14 @@ def test_gpu_terms_from_the_datasheet_by_hand():
     assert g.asymptotic_bandwidth() == pytest.approx(4.8e12, rel=1e-9)
     assert {k: g.sources[k] for k in ("memory", "fma", "alu", "tensor", "l2", "tensor:cuda_core")} == dict.fromkeys(
         ("memory", "fma", "alu", "tensor", "l2", "tensor:cuda_core"), "datasheet")
+    assert g.resident_clusters == {2: 66, 3: 44, 4: 33} and g.sources["clusters"] == "datasheet"  # SMs // size
 
 
 FULL = {"fp32_flops": 6e13, "dequant_w4_weights_per_s": 5e12, "dequant_w8_weights_per_s": 6e12,
         "dequant_e4m3_weights_per_s": 7e12, "fp16_mma_flops": 5e14, "bf16_mma_flops": 5.1e14, "int8_mma_ops": 9e14,
         "library_bf16_flops": 7e14, "cublas_fp16_flops": 6.5e14, "library_int8_ops": 1.2e15,
-        "library_fp8_flops": 1.3e15, "l2_bytes_per_s": 8e12}
+        "library_fp8_flops": 1.3e15, "l2_bytes_per_s": 8e12, "resident_clusters_2": 66, "resident_clusters_3": 39,
+        "resident_clusters_4": 30}
 
 
 def _cal(ceilings, curve=None):
@@ -151,8 +153,8 @@ def test_gpu_terms_calibrated_everywhere_by_hand():
     assert g.path_flops == {"cuda_core": 6e13, "mma_sync_f16": 5e14, "mma_sync_bf16": 5.1e14, "mma_sync_s8": 9e14,
                             "wgmma_f16": 7e14, "wgmma_bf16": 7e14, "wgmma_s8": 1.2e15, "wgmma_e4m3": 1.3e15,
                             "library_fp32": 6e13}
-    assert g.l2_bytes_per_s == 8e12
-    assert all(v == "calibrated" for v in g.sources.values()) and len(g.sources) == 5 + 9  # 5 terms + 9 paths
+    assert g.l2_bytes_per_s == 8e12 and g.resident_clusters == {2: 66, 3: 39, 4: 30}
+    assert all(v == "calibrated" for v in g.sources.values()) and len(g.sources) == 6 + 9  # 6 terms + 9 paths
 
 
 def test_gpu_terms_mixed_and_refused_figures():

@@ -147,6 +147,23 @@ def test_calibration_kernels_compile_and_run(cp):
     assert 0 < floors["graph_launch_floor_s"] < floors["launch_floor_s"] < 50e-6
 
 
+def test_cluster_residency_is_counted(cp):
+    """The calibration's resident clusters (one CTA per SM): fewer as they grow, never more than SMs / size; on an
+    H200 66, 39 and 30 (its GPCs' SM counts are not all multiples of 3 and 4)."""
+    from workbench.measure.calibrate import _cluster_residency, _module
+    from workbench.measure.environment import detect
+
+    env = detect()
+    if env.cc < 90:
+        pytest.skip("thread block clusters need compute capability 9.0")
+    mod, _ = _module(env.cc, print)
+    counts = {c.key: c.value for c in _cluster_residency(mod)}
+    sizes = [int(k.rsplit("_", 1)[1]) for k in counts]
+    assert sizes == [2, 3, 4] and all(0 < v <= env.sm_count // s for v, s in zip(counts.values(), sizes, strict=True))
+    if "H200" in env.gpu_name:
+        assert list(counts.values()) == [66.0, 39.0, 30.0]
+
+
 def test_tiny_sweep_end_to_end(cp, tmp_path):
     from workbench.measure.environment import detect
     from workbench.measure.nvml import NvmlSampler

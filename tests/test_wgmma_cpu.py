@@ -100,24 +100,64 @@ def test_each_wgmma_kernel_declares_how_many_idle_sms_its_grid_may_leave():
     assert shares == {"wg_bf16": 0.8, "wg_fp16": 0.8, "wg_w8a8": 0.8, "wg_fp8": 0.8, "wg_w4a16": 0.9}
 
 
+H200_RESIDENT = {2: 66, 3: 39, 4: 30}  # clusters resident at once, one CTA per SM (cuOccupancyMaxActiveClusters)
+
+
 def test_the_model_counts_the_slots_the_grid_rule_leaves():
+    from dataclasses import replace
+
     facts = registry.get("wg_fp8").facts
-    assert facts.aligned_grid
-    slots = facts.fixup_slots(np.array([128, 128, 128, 128]), np.array([4096, 22016, 28672, 12288]), 132)
-    assert slots.tolist() == [4.0, 1.0, 0.0, 2.0]  # split in 4; stream-K; whole tiles; stream-K over 96 tiles
+    assert facts.aligned_grid and facts.cluster_grid
+    M, N = np.array([128, 128, 128, 128, 128, 128]), np.array([4096, 22016, 28672, 12288, 2048, 8192])
+    slots = replace(facts, cluster_grid=0.0).fixup_slots(M, N, 132)
+    assert slots.tolist() == [4.0, 1.0, 0.0, 2.0, 8.0, 2.0]  # split in 4; stream-K; whole tiles; stream-K; 8; 2
+    # in clusters: 3 pieces of the 32 tiles (30 clusters of 4 fit, not 32), 4 of 16, 2 of 64: (s - 1) / s of a tile
+    slots = facts.fixup_slots(M, N, 132, H200_RESIDENT)
+    assert np.allclose(slots, [2 / 3, 1.0, 0.0, 2.0, 3 / 4, 1 / 2])
+    assert np.allclose(facts.fixup_slots(M[:1], N[:1], 132), [3 / 4])  # no residency known: 132 // 4 = 33 clusters
     old = registry.get("tc_fp8").facts  # the mma.sync kernels keep stream-K over every SM
     assert not old.aligned_grid and old.fixup_slots(np.array([128]), np.array([28672]), 132).tolist() == [1.0]
+
+
+@pytest.mark.parametrize("tiles,ktiles,slots,share,pieces", [
+    (32, 32, 132, 0.4, 3),  # 4 pieces would need 32 clusters of 4: 30 fit
+    (16, 16, 132, 0.4, 4),  # at most CLUSTER_PIECES_MAX
+    (64, 32, 132, 0.4, 2),
+    (48, 32, 132, 0.4, 2),  # 96 CTAs
+    (64, 32, 132, 0.9, 2),  # 97 % busy
+    (32, 32, 132, 0.9, 0),  # w4a16: 3 pieces would leave 27 % idle
+    (86, 32, 132, 0.4, 0),  # 2 pieces need 172 CTAs
+    (32, 2, 132, 0.4, 2),  # never more pieces than k-tiles
+    (8, 32, 132, 0.4, 0),  # 4 pieces of 8 tiles keep 24 % busy
+    (32, 32, 132, 0.0, 0),  # no cluster path
+    (32, 32, 66, 0.4, 2),  # two m-tiles share the SMs and the clusters: 33 of 2 per m-tile
+])
+def test_cluster_pieces(tiles, ktiles, slots, share, pieces):
+    from models.kernel_terms import cluster_pieces
+
+    resident = {c: r // (132 // slots) for c, r in H200_RESIDENT.items()}
+    assert cluster_pieces(tiles, ktiles, slots, resident, share) == pieces
+
+
+def test_cluster_parts_must_fit_the_stages():
+    assert wgmma.cluster_fits(4, 128 * 256, 256, 196608)  # BM = 256: 3 x 8 x 256 x 16 = 96 KB
+    assert wgmma.cluster_fits(8, 128 * 16, 256, 7 * 256 * 16)  # 2 groups per thread in 8 parts: 7 rows of 1
+    assert not wgmma.cluster_fits(8, 128 * 16, 256, 7 * 256 * 16 - 1)
+    assert not wgmma.cluster_fits(4, 128 * 256, 256, 90000)
 
 
 def test_the_runner_takes_the_rule_or_stream_k_and_refuses_other_grids(monkeypatch):
     spec = registry.get("wg_bf16")
     cfg = wgmma.tile_config(128)
+    monkeypatch.setattr(wgmma, "max_active_clusters", lambda fn, threads, smem, size: H200_RESIDENT[size])
     grids = {}
     for grid in wgmma.GRIDS:
         runner = wgmma.make_runner(spec, grid=grid)
         monkeypatch.setattr(runner, "_sms_and_per_sm", lambda fn, cfg: (132, 1))
+        monkeypatch.setattr(runner, "_expression", lambda cfg: "instance")
         grids[grid] = (runner._grid(None, cfg, 32, 64), runner._grid(None, cfg, 224, 64))
-    assert grids == {"rule": (128, 112), "stream-k": (132, 132)}
+    # the rule: 32 tiles in 3 pieces as clusters (30 clusters of 4 fit, not 32), 224 as 112 CTAs of 2 whole tiles
+    assert grids == {"rule": (96, 112), "rule-slots": (128, 112), "stream-k": (132, 132)}
     with pytest.raises(InputError, match="unknown wgmma grid 'split'"):
         wgmma.make_runner(spec, grid="split")
 
@@ -126,4 +166,34 @@ def test_bench_tensorcore_refuses_an_unknown_grid_before_touching_the_gpu(capsys
     from bench import bench_tensorcore
 
     assert bench_tensorcore.main(["--grid", "rule,splitk"]) == 2
-    assert "--grid takes a comma list of rule, stream-k" in capsys.readouterr().err
+    assert "--grid takes a comma list of rule, rule-slots, stream-k" in capsys.readouterr().err
+
+
+def test_cluster_instances_are_named_by_their_pieces():
+    from dataclasses import replace
+
+    runner = registry.runner("wg_fp8")
+    assert (runner._expression(replace(wgmma.tile_config(64), cluster=4))
+            == "wg_gemm_cluster<wg::OpFP8, 64, 2, 4, 256, 4>")
+    assert (runner._expression(replace(wgmma.tile_config(128), cluster=2))
+            == "wg_gemm_tma_cluster<wg::OpFP8, 128, 2, 1, 6, 128, 2>")
+    assert runner._expression(wgmma.tile_config(128)) == "wg_gemm_tma<wg::OpFP8, 128, 2, 1, 6, 128>"
+    w4 = registry.runner("wg_w4a16")
+    assert w4._expression(replace(wgmma.w4_tile_config(100), cluster=8)) == "wg_gemm_w4a16_cluster<128, 2, 1, 3, 8>"
+
+
+def test_compile_jobs_add_the_cluster_instances_the_rule_may_take(monkeypatch):
+    from kernels import tensorcore
+
+    runner = registry.runner("wg_fp8")
+    monkeypatch.setattr(wgmma, "device_sms", lambda: 132)
+    exprs = [j[1] for j in runner.compile_jobs(128, 4096, 4096)]  # 4 pieces if 32 clusters of 4 fit, else 3
+    assert exprs == ["wg_gemm_tma<wg::OpFP8, 128, 2, 1, 6, 128>",
+                     "wg_gemm_tma_cluster<wg::OpFP8, 128, 2, 1, 6, 128, 3>",
+                     "wg_gemm_tma_cluster<wg::OpFP8, 128, 2, 1, 6, 128, 4>"]
+    assert len(runner.compile_jobs(128, 22016, 4096)) == 1  # stream-K there: no cluster
+    assert [j[1][-2] for j in runner.compile_jobs(128, 8192, 8192)[1:]] == ["2"]
+    assert len(wgmma.make_runner(registry.get("wg_fp8"), grid="rule-slots").compile_jobs(128, 4096, 4096)) == 1
+    monkeypatch.setattr(wgmma, "device_sms", lambda: 0)  # no GPU to ask: the plain instance
+    assert len(runner.compile_jobs(128, 4096, 4096)) == 1
+    assert tensorcore.ktiles_of("w4a16", 4096, wgmma.w4_tile_config(16)) == 32

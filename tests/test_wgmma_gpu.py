@@ -91,6 +91,56 @@ def test_other_tiles(hopper, name, tile):
         assert int(hopper.count_nonzero(problem.arrays["counters"])) == 0
 
 
+# (M, N, K, pieces per tile on an H200: 8/16-bit kernels, wg_w4a16): every batch tile; 2, 3 and 4 pieces; K = 2816 cuts
+# 11 or 22 k-tiles into uneven pieces. wg_w4a16 takes a cluster only where it keeps 90 % of the SMs busy, and at
+# BM = 16 and 32 it runs 2 CTAs per SM.
+CLUSTER_CASES = ((1, 2048, 2816, 4, 0), (17, 2048, 4096, 4, 0), (33, 4096, 2816, 3, 0), (64, 8192, 4096, 2, 2),
+                 (100, 8192, 2816, 2, 2), (128, 2048, 2816, 4, 0), (200, 4096, 2816, 3, 2))
+
+
+def _is_h200(cupy) -> bool:
+    return "H200" in str(cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"])
+
+
+@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("M,N,K,pieces,w4_pieces", CLUSTER_CASES)
+def test_split_tiles_summed_in_a_cluster(hopper, name, M, N, K, pieces, w4_pieces):
+    """Where the rule cuts every tile into pieces that run as one cluster (finish_cluster: a reduce-scatter through
+    distributed shared memory), its sums and those of the same shape through slots ("rule-slots") both match the
+    float64 reference; on an H200 the piece counts are the ones the rule's measurements chose."""
+    from kernels import registry, wgmma
+
+    seed = random.randrange(2**31)
+    for grid in ("rule", "rule-slots"):
+        runner = wgmma.make_runner(registry.get(name), grid=grid)
+        problem = runner.make(M, N, K, seed=seed, reference=True)
+        cluster = problem.tc_config.cluster
+        want = (w4_pieces if name == "wg_w4a16" else pieces) if grid == "rule" else 0
+        if _is_h200(hopper):
+            assert cluster == max(want, 1), f"{name} M={M} {N}x{K} {grid}: cluster {cluster}, expected {want}"
+            assert cluster == 1 or problem.tc_launch[0][0] == cluster * (N // problem.tc_config.bn)
+        err = _launch_error(hopper, runner, problem)
+        assert err < TOLERANCE[name], f"{name} M={M} {N}x{K} {grid} seed {seed}: rel error {err:.3g}"
+        assert int(hopper.count_nonzero(problem.arrays["counters"])) == 0
+
+
+@pytest.mark.parametrize("name", ("wg_fp8", "wg_bf16", "wg_w4a16"))
+@pytest.mark.parametrize("M,N,K,pieces", [(17, 1024, 2816, 8), (64, 1024, 4096, 5), (128, 2048, 2816, 7),
+                                          (256, 1024, 4096, 6), (5, 1024, 4096, 8)])
+def test_forced_cluster_sizes(hopper, name, M, N, K, pieces, monkeypatch):
+    """The cluster kernels hold for every size the device code accepts (2..8), not only those the rule takes: parts
+    left empty (M = 17 and 5 in 8 pieces: fewer 8-row groups per thread than pieces), uneven pieces, two m-tiles."""
+    from kernels import registry, wgmma
+
+    runner = wgmma.make_runner(registry.get(name))
+    monkeypatch.setattr(runner, "_pieces", lambda fn, cfg, tiles_n, ktiles: pieces)
+    seed = random.randrange(2**31)
+    problem = runner.make(M, N, K, seed=seed, reference=True)
+    assert problem.tc_config.cluster == pieces
+    err = _launch_error(hopper, runner, problem)
+    assert err < TOLERANCE[name], f"{name} M={M} {N}x{K} {pieces} pieces seed {seed}: rel error {err:.3g}"
+
+
 @pytest.mark.parametrize("name", KERNELS)
 def test_refuses_bad_shapes(hopper, name):
     from kernels import registry

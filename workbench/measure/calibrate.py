@@ -140,6 +140,21 @@ def _cublas_ceiling(timer: CudaTimer, rng: Any, size: int = 8192) -> Ceiling:
     return Ceiling("cublas_fp16_flops", 2.0 * size**3 / t, sp, f"cupy.matmul fp16 {size}^3, random normal")
 
 
+def _cluster_residency(mod: Any) -> list[Ceiling]:
+    """Clusters of 2..CLUSTER_PIECES_MAX CTAs resident at once with one CTA per SM (256 threads, 200 KB of dynamic
+    shared memory, as the wgmma kernels), from the driver's occupancy calculator: the clustered split grid's limit
+    (models.kernel_terms.cluster_pieces). Counts, not rates; only on GPUs with clusters (compute capability 9.0+)."""
+    from kernels.wgmma import max_active_clusters
+    from models.kernel_terms import CLUSTER_PIECES_MAX
+
+    fn = mod.get_function("empty_kernel")
+    smem = 200 * 1024
+    fn.max_dynamic_shared_size_bytes = smem
+    how = "cuOccupancyMaxActiveClusters, 256 threads and 200 KB per CTA"
+    return [Ceiling(f"resident_clusters_{c}", float(max_active_clusters(fn, 256, smem, c)), 0.0, how)
+            for c in range(2, CLUSTER_PIECES_MAX + 1)]
+
+
 def _model_ceilings(mod: Any, has_fp8: bool, env: Environment, timer: CudaTimer, sink: Any,
                     log: Callable[[str], None]) -> list[Ceiling]:
     rates = microbench.dequant_rates(mod, mod if has_fp8 else None, env.sm_count, timer, sink, _time)
@@ -178,7 +193,8 @@ def measure_ceilings(env: Environment, timer: CudaTimer, log: Callable[[str], No
     with timer:
         for group in (lambda: _stream_ceilings(mod, env, timer, rng, usink), lambda: _launch_ceilings(mod, timer),
                       lambda: _compute_ceilings(mod, env, timer, has_fp8, sink), lambda: [_cublas_ceiling(timer, rng)],
-                      lambda: _model_ceilings(mod, has_fp8, env, timer, sink, log)):
+                      lambda: _model_ceilings(mod, has_fp8, env, timer, sink, log),
+                      lambda: _cluster_residency(mod) if env.cc >= 90 else []):
             for c in group():
                 out.append(c)
                 log(f"  {c.key:<28} {c.value:.4g}  (spread {c.spread_rel:.2%}; {c.detail})")
