@@ -13,7 +13,8 @@
 // Work split: a persistent grid over (n-tile of 64*WG channels, k-tile of KT bytes) per m-tile of BM rows: whole
 // tiles, every tile in the same number of pieces, or stream-K, as the host chose the grid
 // (models.kernel_terms.persistent_grid, splitk.cuh StreamK); the pieces of a split tile meet in per-CTA slots of a
-// 32-bit workspace and the CTA that completes the tile sums them (finish_tile in wg_common.cuh).
+// 32-bit workspace and the CTA that completes the tile sums them (finish_tile in wg_common.cuh), or, in the cluster
+// entries below, run as one cluster and sum through distributed shared memory (finish_cluster).
 //
 // Entries: templates wg_gemm<Op, BM, WG, STAGES, KT> (cp.async) and wg_gemm_tma<Op, BM, WG, MB, STAGES, KT> (TMA,
 // below), and both as clusters of a split tile's CL pieces (wg_gemm_cluster, wg_gemm_tma_cluster: the pieces summed
