@@ -56,6 +56,12 @@ ALIGNED_GRID_MIN_USE = {"memory": 0.8, "sm": 0.9}
 # (4096x11008 M = 32), so it keeps its 0.9.
 CLUSTER_PIECES_MAX = 4
 CLUSTER_GRID_MIN_USE = {"memory": 0.4, "sm": 0.9}
+
+
+def resident_clusters_key(size: int) -> str:
+    """The calibration ceiling holding how many clusters of `size` CTAs are resident at once (workbench calibrate)."""
+    return f"resident_clusters_{size}"
+
 # Without a measured L2 read bandwidth: this multiple of the DRAM datasheet bandwidth (the H200 measured 7.2 TB/s
 # against 4.8 TB/s HBM: 1.5x).
 DATASHEET_L2_OVER_DRAM = 1.5
@@ -266,7 +272,7 @@ def gpu_terms(gpu_key: str, cal: Calibration | None) -> GpuTerms:
     l2 = measured("l2_bytes_per_s")
     sources["l2"] = "calibrated" if np.isfinite(l2) else "datasheet"
     l2 = l2 if np.isfinite(l2) else DATASHEET_L2_OVER_DRAM * gpu.bandwidth
-    resident = {c: measured(f"resident_clusters_{c}") for c in range(2, CLUSTER_PIECES_MAX + 1)}
+    resident = {c: measured(resident_clusters_key(c)) for c in range(2, CLUSTER_PIECES_MAX + 1)}
     sources["clusters"] = "calibrated" if all(np.isfinite(v) for v in resident.values()) else "datasheet"
     resident = {c: v if np.isfinite(v) else float(gpu.sms // c) for c, v in resident.items()}
     return GpuTerms(gpu.key, curve[0], curve[1], dq, fp32 / 2.0, flops, sources, gpu.sms, l2, resident)

@@ -145,13 +145,13 @@ def _cluster_residency(mod: Any) -> list[Ceiling]:
     shared memory, as the wgmma kernels), from the driver's occupancy calculator: the clustered split grid's limit
     (models.kernel_terms.cluster_pieces). Counts, not rates; only on GPUs with clusters (compute capability 9.0+)."""
     from kernels.wgmma import max_active_clusters
-    from models.kernel_terms import CLUSTER_PIECES_MAX
+    from models.kernel_terms import CLUSTER_PIECES_MAX, resident_clusters_key
 
     fn = mod.get_function("empty_kernel")
     smem = 200 * 1024
     fn.max_dynamic_shared_size_bytes = smem
     how = "cuOccupancyMaxActiveClusters, 256 threads and 200 KB per CTA"
-    return [Ceiling(f"resident_clusters_{c}", float(max_active_clusters(fn, 256, smem, c)), 0.0, how)
+    return [Ceiling(resident_clusters_key(c), float(max_active_clusters(fn, 256, smem, c)), 0.0, how)
             for c in range(2, CLUSTER_PIECES_MAX + 1)]
 
 

@@ -6,6 +6,8 @@ CLI and the UI. Bump SCHEMA_VERSION when a column changes meaning; readers rejec
 
 from __future__ import annotations
 
+from models.kernel_terms import CLUSTER_PIECES_MAX, resident_clusters_key
+
 SCHEMA_VERSION = 1
 
 # One row per measured point, as written by `workbench profile` (data/measurements/**/*.parquet).
@@ -82,9 +84,8 @@ CALIBRATION_CEILINGS: dict[str, str] = {
     "int8_mma_ops": "mma.sync m16n8k32 s8 -> s32 loop",
     "fp8_mma_flops": "mma.sync e4m3 loop (emulated on sm_90: see fp8_mma_emulated)",
     "cublas_fp16_flops": "cuBLAS fp16 matmul through CuPy, cross-check",
-    "resident_clusters_2": "clusters of 2 CTAs resident at once, one CTA per SM (compute capability 9.0+)",
-    "resident_clusters_3": "clusters of 3 CTAs resident at once, one CTA per SM (compute capability 9.0+)",
-    "resident_clusters_4": "clusters of 4 CTAs resident at once, one CTA per SM (compute capability 9.0+)",
+    **{resident_clusters_key(c): f"clusters of {c} CTAs resident at once, one CTA per SM (compute capability 9.0+)"
+       for c in range(2, CLUSTER_PIECES_MAX + 1)},
 }
 # plus the boolean "fp8_mma_emulated" inside "ceilings".
 
