@@ -196,7 +196,10 @@ class WgmmaRunner(TensorCoreRunner):
             if cluster_fits(c, cfg.bm * cfg.bn, self._math_threads(cfg), cfg.smem_bytes - 1024):
                 key = (self._expression(cfg), c)
                 if key not in self._resident:
-                    self._resident[key] = max_active_clusters(fn, cfg.threads, cfg.smem_bytes, c)
+                    try:
+                        self._resident[key] = max_active_clusters(fn, cfg.threads, cfg.smem_bytes, c)
+                    except RuntimeError:  # a driver that cannot say: no clusters of this size, the slot grid
+                        self._resident[key] = 0
                 resident[c] = self._resident[key] // cfg.m_tiles
         return cluster_pieces(tiles_n, ktiles, max(1, sms * per_sm // cfg.m_tiles), resident, share)
 

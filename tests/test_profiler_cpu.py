@@ -221,3 +221,27 @@ def test_git_commit_prefers_the_named_commit(monkeypatch, tmp_path):
     monkeypatch.delenv("WORKBENCH_GIT_COMMIT")
     assert git_commit(tmp_path) == "unknown"  # no repository there
     assert git_commit() not in ("", "abc123")
+
+
+def test_cluster_residency_counts_each_size_and_survives_a_driver_that_cannot(monkeypatch):
+    from kernels import wgmma
+    from workbench.measure.calibrate import _cluster_residency
+
+    class Fn:
+        max_dynamic_shared_size_bytes = 0
+
+    class Mod:
+        def get_function(self, name):
+            assert name == "empty_kernel"
+            return Fn()
+
+    monkeypatch.setattr(wgmma, "max_active_clusters", lambda fn, threads, smem, size: {2: 66, 3: 39, 4: 30}[size])
+    got = {c.key: c.value for c in _cluster_residency(Mod(), print)}
+    assert got == {"resident_clusters_2": 66.0, "resident_clusters_3": 39.0, "resident_clusters_4": 30.0}
+
+    def refuse(fn, threads, smem, size):
+        raise RuntimeError("cuOccupancyMaxActiveClusters failed with CUresult 1")
+
+    notes = []
+    monkeypatch.setattr(wgmma, "max_active_clusters", refuse)
+    assert _cluster_residency(Mod(), notes.append) == [] and "not measured" in notes[0]

@@ -157,7 +157,7 @@ def test_cluster_residency_is_counted(cp):
     if env.cc < 90:
         pytest.skip("thread block clusters need compute capability 9.0")
     mod, _ = _module(env.cc, print)
-    counts = {c.key: c.value for c in _cluster_residency(mod)}
+    counts = {c.key: c.value for c in _cluster_residency(mod, print)}
     sizes = [int(k.rsplit("_", 1)[1]) for k in counts]
     assert sizes == [2, 3, 4] and all(0 < v <= env.sm_count // s for v, s in zip(counts.values(), sizes, strict=True))
     if "H200" in env.gpu_name:

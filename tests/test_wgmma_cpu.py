@@ -162,6 +162,18 @@ def test_the_runner_takes_the_rule_or_stream_k_and_refuses_other_grids(monkeypat
         wgmma.make_runner(spec, grid="split")
 
 
+def test_a_driver_that_cannot_count_clusters_gets_the_slot_grid(monkeypatch):
+    def refuse(fn, threads, smem, size):
+        raise RuntimeError("cuOccupancyMaxActiveClusters failed with CUresult 1")
+
+    monkeypatch.setattr(wgmma, "max_active_clusters", refuse)
+    runner = wgmma.make_runner(registry.get("wg_fp8"))
+    monkeypatch.setattr(runner, "_sms_and_per_sm", lambda fn, cfg: (132, 1))
+    monkeypatch.setattr(runner, "_expression", lambda cfg: "instance")
+    cfg = wgmma.tile_config(128)
+    assert runner._pieces(None, cfg, 32, 32) == 0 and runner._grid(None, cfg, 32, 32) == 128  # 4 pieces, slots
+
+
 def test_bench_tensorcore_refuses_an_unknown_grid_before_touching_the_gpu(capsys):
     from bench import bench_tensorcore
 

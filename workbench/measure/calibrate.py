@@ -140,7 +140,7 @@ def _cublas_ceiling(timer: CudaTimer, rng: Any, size: int = 8192) -> Ceiling:
     return Ceiling("cublas_fp16_flops", 2.0 * size**3 / t, sp, f"cupy.matmul fp16 {size}^3, random normal")
 
 
-def _cluster_residency(mod: Any) -> list[Ceiling]:
+def _cluster_residency(mod: Any, log: Callable[[str], None]) -> list[Ceiling]:
     """Clusters of 2..CLUSTER_PIECES_MAX CTAs resident at once with one CTA per SM (256 threads, 200 KB of dynamic
     shared memory, as the wgmma kernels), from the driver's occupancy calculator: the clustered split grid's limit
     (models.kernel_terms.cluster_pieces). Counts, not rates; only on GPUs with clusters (compute capability 9.0+)."""
@@ -151,8 +151,12 @@ def _cluster_residency(mod: Any) -> list[Ceiling]:
     smem = 200 * 1024
     fn.max_dynamic_shared_size_bytes = smem
     how = "cuOccupancyMaxActiveClusters, 256 threads and 200 KB per CTA"
-    return [Ceiling(resident_clusters_key(c), float(max_active_clusters(fn, 256, smem, c)), 0.0, how)
-            for c in range(2, CLUSTER_PIECES_MAX + 1)]
+    try:
+        return [Ceiling(resident_clusters_key(c), float(max_active_clusters(fn, 256, smem, c)), 0.0, how)
+                for c in range(2, CLUSTER_PIECES_MAX + 1)]
+    except RuntimeError as exc:  # the model then takes SMs // size (GpuTerms.sources says "datasheet")
+        log(f"note: cluster residency not measured ({exc})")
+        return []
 
 
 def _model_ceilings(mod: Any, has_fp8: bool, env: Environment, timer: CudaTimer, sink: Any,
@@ -194,7 +198,7 @@ def measure_ceilings(env: Environment, timer: CudaTimer, log: Callable[[str], No
         for group in (lambda: _stream_ceilings(mod, env, timer, rng, usink), lambda: _launch_ceilings(mod, timer),
                       lambda: _compute_ceilings(mod, env, timer, has_fp8, sink), lambda: [_cublas_ceiling(timer, rng)],
                       lambda: _model_ceilings(mod, has_fp8, env, timer, sink, log),
-                      lambda: _cluster_residency(mod) if env.cc >= 90 else []):
+                      lambda: _cluster_residency(mod, log) if env.cc >= 90 else []):
             for c in group():
                 out.append(c)
                 log(f"  {c.key:<28} {c.value:.4g}  (spread {c.spread_rel:.2%}; {c.detail})")
