@@ -224,7 +224,7 @@ def test_git_commit_prefers_the_named_commit(monkeypatch, tmp_path):
 
 
 def test_cluster_residency_counts_each_size_and_survives_a_driver_that_cannot(monkeypatch):
-    from kernels import wgmma
+    from kernels import cuda_driver
     from workbench.measure.calibrate import _cluster_residency
 
     class Fn:
@@ -235,7 +235,7 @@ def test_cluster_residency_counts_each_size_and_survives_a_driver_that_cannot(mo
             assert name == "empty_kernel"
             return Fn()
 
-    monkeypatch.setattr(wgmma, "max_active_clusters", lambda fn, threads, smem, size: {2: 66, 3: 39, 4: 30}[size])
+    monkeypatch.setattr(cuda_driver, "max_active_clusters", lambda fn, threads, smem, size: {2: 66, 3: 39, 4: 30}[size])
     got = {c.key: c.value for c in _cluster_residency(Mod(), print)}
     assert got == {"resident_clusters_2": 66.0, "resident_clusters_3": 39.0, "resident_clusters_4": 30.0}
 
@@ -243,5 +243,5 @@ def test_cluster_residency_counts_each_size_and_survives_a_driver_that_cannot(mo
         raise RuntimeError("cuOccupancyMaxActiveClusters failed with CUresult 1")
 
     notes = []
-    monkeypatch.setattr(wgmma, "max_active_clusters", refuse)
+    monkeypatch.setattr(cuda_driver, "max_active_clusters", refuse)
     assert _cluster_residency(Mod(), notes.append) == [] and "not measured" in notes[0]

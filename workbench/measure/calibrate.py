@@ -144,7 +144,7 @@ def _cluster_residency(mod: Any, log: Callable[[str], None]) -> list[Ceiling]:
     """Clusters of 2..CLUSTER_PIECES_MAX CTAs resident at once with one CTA per SM (256 threads, 200 KB of dynamic
     shared memory, as the wgmma kernels), from the driver's occupancy calculator: the clustered split grid's limit
     (models.kernel_terms.cluster_pieces). Counts, not rates; only on GPUs with clusters (compute capability 9.0+)."""
-    from kernels.wgmma import max_active_clusters
+    from kernels.cuda_driver import max_active_clusters
     from models.kernel_terms import CLUSTER_PIECES_MAX, resident_clusters_key
 
     fn = mod.get_function("empty_kernel")
