@@ -10,8 +10,9 @@ median per launch. Bytes are what each kernel's device arrays hold (kernels.prob
             tile's pieces summed in a cluster where they can be (the default), the same grid summed through slots in
             global memory, and/or stream-K over every SM; docs/kernels-wgmma.md's sixth and seventh passes)
         [--wg-tiles=-,2x4x128,2x4x128xt,2x4x128xt2]   (wgmma kernels wg_*: warpgroups x stages x k-tile bytes
-            forced at every M, "xt" = the TMA kernel, "xtN" = with N 64-channel blocks per warpgroup, "-" = the
-            default kernels.wgmma.WG_TILES; note the "=": a list starting with "-") [--budget 0.2]
+            forced at every M, "xt" = the TMA kernel, "xtN" = with N 64-channel blocks per warpgroup, "@BM" = batch
+            rows per m-tile forced too (e.g. 1x8x128xt@128: 64-channel tiles, 128-row m-tiles), "-" = the default
+            kernels.wgmma.WG_TILES; note the "=": a list starting with "-") [--budget 0.2]
 """
 
 from __future__ import annotations

@@ -80,6 +80,15 @@ class WgTile:
     kt: int  # bytes of K per stage
     tma: bool = False  # a producer warp fills the stages with TMA (wg_gemm_tma) instead of every thread's cp.async
     mb: int = 1  # blocks of 64 channels per warpgroup (TMA kernel only): 2 halves the x traffic per weight byte
+    bm: int = 0  # batch rows per m-tile, one of the table's (benchmarks); 0: the table's batch tile for M
+
+
+def _batch_rows(M: int, tile: WgTile | None, table: dict[int, WgTile], default: int) -> int:
+    if not tile or not tile.bm:
+        return default
+    if tile.bm not in table:
+        raise InputError(f"batch tile {tile.bm} is not one of this kernel's ({', '.join(map(str, sorted(table)))})")
+    return tile.bm
 
 
 # Batch tile -> its tile. Shared memory per CTA: stages * (64 * warpgroups + bm) * kt + 1024 bytes (<= 227 KB).
@@ -101,7 +110,7 @@ def batch_tile(M: int) -> int:
 
 def tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
     """The launch shape for batch M (pure arithmetic); `tile` overrides WG_TILES (benchmarks)."""
-    bm = batch_tile(M)
+    bm = _batch_rows(M, tile, WG_TILES, batch_tile(M))
     t = tile or WG_TILES[bm]
     bn = 64 * t.warpgroups * t.mb
     smem = t.stages * (bn + bm) * t.kt + 1024  # + slack to align the stages to 1 KB (the swizzle's period)
@@ -253,18 +262,20 @@ class WgmmaRunner(TensorCoreRunner):
 
 def parse_tile(text: str) -> WgTile:
     """"2x4x128" (warpgroups x stages x k-tile bytes, cp.async), "2x4x128xt" (TMA), "2x4x128xt2" (TMA, 2 blocks of
-    64 channels per warpgroup)."""
-    parts = text.lower().split("x")
+    64 channels per warpgroup); "@BM" after any of them forces the batch rows per m-tile ("1x8x128xt@128")."""
+    body, at, rows = text.lower().partition("@")
+    parts = body.split("x")
     try:
         wgs, stages, kt = (int(v) for v in parts[:3])
         tma = len(parts) == 4 and parts[3].startswith("t")
         mb = int(parts[3][1:] or 1) if tma else 1
-        if len(parts) not in (3, 4) or (len(parts) == 4 and not tma):
+        bm = int(rows) if at else 0
+        if len(parts) not in (3, 4) or (len(parts) == 4 and not tma) or bm < 0 or (at and not bm):
             raise ValueError
     except ValueError:
-        raise InputError(f"bad wgmma tile {text!r}; expected WGxSTAGESxKT, optionally followed by xt or xtMB "
-                         "(e.g. 2x4x128xt2)") from None
-    return WgTile(wgs, stages, kt, tma, mb)
+        raise InputError(f"bad wgmma tile {text!r}; expected WGxSTAGESxKT, optionally followed by xt or xtMB, "
+                         "then optionally @BM (e.g. 2x4x128xt2, 1x8x128xt@128)") from None
+    return WgTile(wgs, stages, kt, tma, mb, bm)
 
 
 # W4A16: batch tile -> its tile. The k-tile is 128 deep (256 bytes of x); mb = 2: each warpgroup a whole 128-channel
@@ -279,7 +290,7 @@ W4_BLOCK_BYTES = 8192 + 512  # codes and (scale, zero) pairs of one 128 x 128 bl
 
 
 def w4_tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
-    bm = next((b for b in sorted(W4_TILES) if M <= b), max(W4_TILES))
+    bm = _batch_rows(M, tile, W4_TILES, next((b for b in sorted(W4_TILES) if M <= b), max(W4_TILES)))
     t = tile or W4_TILES[bm]
     blocks = t.warpgroups * t.mb // 2
     stage = -(-(bm * 256 + blocks * W4_BLOCK_BYTES) // 1024) * 1024

@@ -38,9 +38,22 @@ def test_parse_tile():
     assert wgmma.parse_tile("2x4x128") == wgmma.WgTile(2, 4, 128)
     assert wgmma.parse_tile("2x4x128xt") == wgmma.WgTile(2, 4, 128, True, 1)
     assert wgmma.parse_tile("1x6x256XT2") == wgmma.WgTile(1, 6, 256, True, 2)
-    for bad in ("2x4", "2x4x128xq", "axbxc", "2x4x128xt2x1", ""):
+    assert wgmma.parse_tile("1x8x128xt@128") == wgmma.WgTile(1, 8, 128, True, 1, 128)
+    for bad in ("2x4", "2x4x128xq", "axbxc", "2x4x128xt2x1", "", "1x8x128xt@", "1x8x128xt@x", "1x8x128xt@-64"):
         with pytest.raises(InputError, match="bad wgmma tile"):
             wgmma.parse_tile(bad)
+
+
+def test_a_forced_batch_tile_cuts_m_into_more_tiles():
+    # the 64-channel tiles of the seventh pass's call4: one warpgroup, 128-row m-tiles at M = 256
+    cfg = wgmma.tile_config(256, wgmma.parse_tile("1x8x128xt@128"))
+    assert (cfg.bm, cfg.m_tiles, cfg.bn, cfg.threads, cfg.smem_bytes) == (128, 2, 64, 160, 8 * 192 * 128 + 1024)
+    assert wgmma.tile_config(100, wgmma.parse_tile("1x12x128xt@64")).m_tiles == 2
+    assert wgmma.w4_tile_config(200, wgmma.parse_tile("2x3x256xt1@64")).m_tiles == 4
+    with pytest.raises(InputError, match="batch tile 48 is not one of this kernel's"):
+        wgmma.tile_config(64, wgmma.parse_tile("2x4x256@48"))
+    with pytest.raises(InputError, match="batch tile 256 is not one of this kernel's"):
+        wgmma.w4_tile_config(64, wgmma.parse_tile("2x3x256xt1@256"))
 
 
 def test_w4a16_tiles():

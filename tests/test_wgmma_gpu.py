@@ -70,7 +70,9 @@ def test_kernel_matches_float64_reference(hopper, name, M, N, K):
                                        ("wg_w4a16", (2, 6, 256, True, 1)), ("wg_w4a16", (2, 4, 256, True, 1)),
                                        ("wg_w4a16", (4, 4, 256, True, 1)), ("wg_bf16", (4, 4, 128, True)),
                                        ("wg_bf16", (4, 6, 256, True)), ("wg_bf16", (4, 4, 128)),
-                                       ("wg_w8a8", (4, 4, 128, True)), ("wg_fp8", (4, 4, 256, True))])
+                                       ("wg_w8a8", (4, 4, 128, True)), ("wg_fp8", (4, 4, 256, True)),
+                                       ("wg_fp8", (1, 12, 128, True, 1, 64)), ("wg_bf16", (1, 8, 128, True, 1, 128)),
+                                       ("wg_w8a8", (1, 5, 128, True, 1, 256))])
 def test_other_tiles(hopper, name, tile):
     """The tiles benchmarks may force (1 warpgroup, the shallowest pipelines, the TMA kernel) are correct too, on
     single-tile, split-K and partial-batch cases."""
