@@ -69,7 +69,7 @@ def bench_kernel(name: str, M: int, N: int, K: int, l2: int, budget_s: float, pe
 
     runner.make = recording_make
     t = _measure(runner, M, N, K, l2, budget_s)
-    return t, made[-1] if made else runner.config(M, K)
+    return t, made[-1] if made else runner.config(M, N, K)
 
 
 def _write_csv(out: Path, rows: list[dict]) -> None:

@@ -240,7 +240,7 @@ class TensorCoreRunner:
         self._packed: tuple[Any, ...] = ()  # (shape, input arrays) of the last set made with a reference
 
     # -- geometry
-    def config(self, M: int, K: int) -> TileConfig:
+    def config(self, M: int, N: int, K: int) -> TileConfig:
         return tile_config(self.spec.scheme, M, self.variant, K)
 
     def _kernel(self, cfg: TileConfig) -> Any:
@@ -283,7 +283,7 @@ class TensorCoreRunner:
     def compile_jobs(self, M: int, N: int, K: int) -> list[tuple[str, str, str, tuple[str, ...]]]:
         from kernels import build
 
-        cfg = self.config(M, K)
+        cfg = self.config(M, N, K)
         if cfg.variant not in VARIANTS:  # a subclass with its own kernels (and its own compile path)
             return []
         return [(self.spec.source, f"{self.spec.entry}_m{cfg.bm}", build.device_arch(),
@@ -294,7 +294,7 @@ class TensorCoreRunner:
 
         self.check(M, N, K)
         scheme = self.spec.scheme
-        cfg = self.config(M, K)
+        cfg = self.config(M, N, K)
         fn = self._kernel(cfg)
         ref, qerr = None, float("nan")
         if not reference and self._packed and self._packed[0] == (M, N, K):  # a rotation set: copy the checked one

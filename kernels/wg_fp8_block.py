@@ -77,7 +77,7 @@ class FP8BlockRunner(TensorCoreRunner):
         super().__init__(spec, per_sm, None)
         self.tile = tile
 
-    def config(self, M: int, K: int) -> TileConfig:
+    def config(self, M: int, N: int, K: int) -> TileConfig:
         return tile_config(M, self.tile)
 
     def check(self, M: int, N: int, K: int) -> None:
@@ -99,7 +99,7 @@ class FP8BlockRunner(TensorCoreRunner):
 
     def compile_jobs(self, M: int, N: int, K: int) -> list[tuple[str, str, str, tuple[str, ...]]]:
         """(source, name expression, arch, options) of the instance batch M runs (compiled ahead of timing)."""
-        cfg = self.config(M, K)
+        cfg = self.config(M, N, K)
         return [(self.spec.source, self._expression(cfg), "sm_90a", ())]
 
     def _expression(self, cfg: TileConfig) -> str:
@@ -111,7 +111,7 @@ class FP8BlockRunner(TensorCoreRunner):
         from kernels import reference as ref_mod
 
         self.check(M, N, K)
-        cfg = self.config(M, K)
+        cfg = self.config(M, N, K)
         fn = self._kernel(cfg)
         rs = cupy.random.RandomState(seed)
         x = rs.standard_normal((M, K), dtype=cupy.float32)

@@ -50,9 +50,12 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
       load_tile<BM, KT, NT, true>(s + W_BYTES, Xt, p.M - m0, k_bytes, kb);
     };
 
-    Acc acc[1][BM / 2];
+    constexpr int PK = promote_window<Op, BM, KT>();
+    Acc acc[1][BM / 2], total[1][PK ? BM / 2 : 1];
 #pragma unroll
     for (int i = 0; i < BM / 2; ++i) acc[0][i] = Acc(0);
+#pragma unroll
+    for (int i = 0; i < (PK ? BM / 2 : 0); ++i) total[0][i] = Acc(0);
 
 #pragma unroll
     for (int s = 0; s < STAGES - 2; ++s) {
@@ -66,12 +69,22 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
       if (i + STAGES - 2 < nk) load_stage((i + STAGES - 2) % STAGES, k0 + i + STAGES - 2);
       cp_async_commit();
       const unsigned sw = sbase + (i % STAGES) * STAGE + g * 64 * 128, sx = sbase + (i % STAGES) * STAGE + W_BYTES;
+      int chain = 1;  // 0: this k-tile starts a new promotion window
+      if constexpr (PK > 0) {
+        if (i > 0 && i % PK == 0) {
+          wgmma_wait<0>();
+          fence_acc(acc[0]);
+          promote(total[0], acc[0]);
+          chain = 0;
+        }
+      }
       fence_acc(acc[0]);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < NSTEP; ++ks) {  // k-step ks: atom ks / 4, bytes 32 (ks % 4) of its rows
         const unsigned k_off = (ks & 3) * 32;
-        Mma::run(acc[0], descriptor(sw + (ks >> 2) * BW * 128 + k_off), descriptor(sx + (ks >> 2) * BM * 128 + k_off));
+        Mma::run(acc[0], descriptor(sw + (ks >> 2) * BW * 128 + k_off), descriptor(sx + (ks >> 2) * BM * 128 + k_off),
+                 ks == 0 ? chain : 1);
       }
       wgmma_commit();
       wgmma_wait<1>();
@@ -79,6 +92,7 @@ __device__ __forceinline__ void gemm(const unsigned char* __restrict__ X, const 
     }
     wgmma_wait<0>();
     fence_acc(acc[0]);
+    if constexpr (PK > 0) promote(acc[0], total[0]);  // the last window's sums plus the earlier ones
     cp_async_wait<0>();
     __syncthreads();  // every warpgroup is done with the stages before the next range refills them
     finish_tile<Op, BM, NT, 1, 16, 64, CL>(acc, p, n0 + g * 64, m0, nt, tiles_n, k0, k1, ktiles, sk, sbase);
@@ -139,15 +153,31 @@ __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps,
   for (int it = begin, iter = 0; it < end;) {
     const int nt = it / ktiles, k0 = it % ktiles;
     const int k1 = min(ktiles, k0 + (end - it)), nk = k1 - k0;
-    Acc acc[MB][BM / 2];
+    constexpr int PK = promote_window<Op, BM, KT>();
+    Acc acc[MB][BM / 2], total[MB][PK ? BM / 2 : 1];
 #pragma unroll
-    for (int b = 0; b < MB; ++b)
+    for (int b = 0; b < MB; ++b) {
 #pragma unroll
       for (int i = 0; i < BM / 2; ++i) acc[b][i] = Acc(0);
+#pragma unroll
+      for (int i = 0; i < (PK ? BM / 2 : 0); ++i) total[b][i] = Acc(0);
+    }
     for (int i = 0; i < nk; ++i, ++iter) {
       const int s = iter % STAGES;
       mbar_wait(smem_addr(&full[s]), (iter / STAGES) & 1);
       const unsigned sw = sbase + s * STAGE + g * MB * 64 * 128, sx = sbase + s * STAGE + W_BYTES;
+      int chain = 1;  // 0: this k-tile starts a new promotion window
+      if constexpr (PK > 0) {
+        if (i > 0 && i % PK == 0) {
+          wgmma_wait<0>();
+#pragma unroll
+          for (int b = 0; b < MB; ++b) {
+            fence_acc(acc[b]);
+            promote(total[b], acc[b]);
+          }
+          chain = 0;
+        }
+      }
 #pragma unroll
       for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
       wgmma_fence();
@@ -157,7 +187,7 @@ __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps,
         const unsigned long long dx = descriptor(sx + (ks >> 2) * BM * 128 + k_off);
 #pragma unroll
         for (int b = 0; b < MB; ++b)
-          Mma::run(acc[b], descriptor(sw + b * 64 * 128 + (ks >> 2) * BW * 128 + k_off), dx);
+          Mma::run(acc[b], descriptor(sw + b * 64 * 128 + (ks >> 2) * BW * 128 + k_off), dx, ks == 0 ? chain : 1);
       }
       wgmma_commit();
       wgmma_wait<1>();
@@ -167,7 +197,10 @@ __device__ __forceinline__ void gemm_tma(const unsigned char* __restrict__ maps,
     }
     wgmma_wait<0>();
 #pragma unroll
-    for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
+    for (int b = 0; b < MB; ++b) {
+      fence_acc(acc[b]);
+      if constexpr (PK > 0) promote(acc[b], total[b]);  // the last window's sums plus the earlier ones
+    }
     if (lane == 0) mbar_arrive(smem_addr(&empty[(iter - 1) % STAGES]));
     finish_tile<Op, BM, NT, MB, 16, 64, CL>(acc, p, nt * BW + g * MB * 64, m0, nt, tiles_n, k0, k1, ktiles, sk,
                                             sbase);

@@ -12,8 +12,9 @@ The inputs, their quantization and the float64 references are those of the mma.s
 capability 9.0 only (H100, H200, GH200), hence min_cc = max_cc = 90.
 
 The tile per batch tile BM (16..256, the smallest holding M; M > 256 is not accepted) is `WG_TILES[bm]` (W4_TILES for
-w4a16): WG warpgroups, STAGES-deep pipeline, KT bytes of K per stage, cp.async by every thread or TMA by a producer
-warp (`tma`), MB blocks of 64 channels per warpgroup.
+w4a16), or on layers of at most 4096 output channels their band's table (WG_BANDS: one warpgroup, 64 channels):
+WG warpgroups, STAGES-deep pipeline, KT bytes of K per stage, cp.async by every thread or TMA by a producer warp
+(`tma`), MB blocks of 64 channels per warpgroup.
 CuPy is imported inside functions only.
 """
 
@@ -39,11 +40,11 @@ from models.kernel_terms import (
 )
 
 _GEOMETRY = ("wgmma m64nBMk16/k32 with the weights as A: 64*WG channels x BM batch rows per CTA (BM = 16..256, the "
-             "smallest holding M), WG warpgroups, STAGES-deep cp.async pipeline of KT-byte k-tiles in the 128-byte "
-             "swizzle layout, one wgmma group in flight; persistent grid over (n-tile, k-tile): whole tiles or "
-             "evenly split ones where they keep the SMs busy, else stream-K (models.kernel_terms.persistent_grid), "
-             "the pieces of a split tile summed through per-CTA slots by the CTA that completes it "
-             "(kernels.wgmma.WG_TILES)")
+             "smallest holding M; WG = 1 on layers of <= 4096 channels, WG_BANDS), STAGES-deep pipeline of KT-byte "
+             "k-tiles (cp.async, or TMA by a producer warp) in the 128-byte swizzle layout, one wgmma group in "
+             "flight; persistent grid over (n-tile, k-tile): whole tiles or evenly split ones where they keep the SMs "
+             "busy, else stream-K (models.kernel_terms), a split tile's pieces summed in their cluster's distributed "
+             "shared memory or through per-CTA slots (kernels.wgmma.WG_TILES)")
 
 
 _W4_GEOMETRY = ("wgmma m64nBMk16 with the dequantized weights as A from registers: 64*WG*MB channels x BM batch "
@@ -65,8 +66,9 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("wg_fp16", "fp16", "OpFP16", "wgmma (HGMMA) f16 -> fp32, sm_90a; W row-major as given; fp16 output"),
     _spec("wg_w8a8", "w8a8", "OpW8A8", "wgmma (IGMMA) s8 -> s32, sm_90a; fp32 per-channel x per-token rescale in "
           "the epilogue; fp16 output; activation quantization not timed"),
-    _spec("wg_fp8", "fp8", "OpFP8", "native FP8: wgmma (QGMMA) e4m3 x e4m3 -> fp32, sm_90a; per-channel x "
-          "per-token fp32 scales; fp16 output; activation quantization not timed"),
+    _spec("wg_fp8", "fp8", "OpFP8", "native FP8: wgmma (QGMMA) e4m3 x e4m3 -> fp32, sm_90a, the sums added into "
+          "fp32 registers every 512 of K (batch tiles <= 128); per-channel x per-token fp32 scales; fp16 output; "
+          "activation quantization not timed"),
     _spec("wg_w4a16", "w4a16", "w4", "wgmma (HGMMA) f16 with A from registers, sm_90a: int4 G=128 in the "
           "kernels.pack_tc layout (the tc_w4a16 operands), fp16 scale + fp16 zero per group, 0x6400 dequant and one "
           "HMUL2 by the scale per pair; fp16 x and y", source="wg_gemm_w4a16.cu", geometry=_W4_GEOMETRY),
@@ -102,16 +104,37 @@ WG_TILES: dict[int, WgTile] = {
     256: WgTile(2, 4, 128, True, 1),
 }
 SMEM_LIMIT = 227 * 1024
+# Narrow layers: (largest N, batch tile -> tile), ascending; wider layers take WG_TILES. Tiles of one warpgroup (64
+# channels) double the tiles of a layer whose 128-channel tiles would fill at most a quarter of an H200's SMs, so its
+# grid (split pieces in clusters, or whole tiles) keeps more SMs streaming; layers of 2048 channels stop at 64-row
+# m-tiles (M > 64: 2 or 4 m-tiles of whole or 2-piece tiles instead of 3-piece ones). H200 (docs/kernels-wgmma.md,
+# eighth pass): wg_fp8 4096x4096 M = 1 / 32 / 128 / 256 8.53 / 9.13 / 12.45 / 18.59 -> 7.51 / 8.55 / 10.65 / 15.50
+# us, 2048x2048 M = 256 13.28 -> 7.67; 6144 channels and wider lose (6144x4096 M = 128 15.7 against 13.9). At
+# M = 129..256, 128-row m-tiles of whole tiles were faster on 4096x4096 (13.66 us) but slower on the long-K layers
+# (4096x14336 33.07 against 30.28), hence 256.
+WG_BANDS: tuple[tuple[int, dict[int, WgTile]], ...] = (
+    (2048, {16: WgTile(1, 8, 256), 32: WgTile(1, 8, 256), 64: WgTile(1, 8, 128, True)}),
+    (4096, {16: WgTile(1, 8, 256), 32: WgTile(1, 8, 256), 64: WgTile(1, 8, 128, True),
+            128: WgTile(1, 8, 128, True), 256: WgTile(1, 5, 128, True)}),
+)
 
 
-def batch_tile(M: int) -> int:
-    return next(b for b in sorted(WG_TILES) if M <= b) if M <= max(WG_TILES) else max(WG_TILES)
+def tile_table(N: int | None) -> dict[int, WgTile]:
+    """The batch-tile table of a layer of N output channels (None: the widest layers', WG_TILES)."""
+    return next((t for n_max, t in WG_BANDS if N is not None and N <= n_max), WG_TILES)
 
 
-def tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
-    """The launch shape for batch M (pure arithmetic); `tile` overrides WG_TILES (benchmarks)."""
-    bm = _batch_rows(M, tile, WG_TILES, batch_tile(M))
-    t = tile or WG_TILES[bm]
+def batch_tile(M: int, table: dict[int, WgTile] = WG_TILES) -> int:
+    """The table's batch tile for M: the smallest holding M, else the largest (M beyond it runs several m-tiles)."""
+    return next((b for b in sorted(table) if M <= b), max(table))
+
+
+def tile_config(M: int, tile: WgTile | None = None, N: int | None = None) -> TileConfig:
+    """The launch shape for batch M on a layer of N output channels (pure arithmetic; None: the widest layers'
+    table); `tile` overrides the tables (benchmarks; its batch tile WG_TILES' for M unless it forces one)."""
+    table = WG_TILES if tile else tile_table(N)  # a forced tile ignores the narrow bands
+    bm = _batch_rows(M, tile, table, batch_tile(M, table))
+    t = tile or table[bm]
     bn = 64 * t.warpgroups * t.mb
     smem = t.stages * (bn + bm) * t.kt + 1024  # + slack to align the stages to 1 KB (the swizzle's period)
     if (t.stages < (2 if t.tma else 3) or t.kt % 128 or smem > SMEM_LIMIT or (t.mb != 1 and not t.tma)
@@ -153,7 +176,7 @@ class WgmmaRunner(TensorCoreRunner):
         """The tile's instance, and the cluster instances the rule may take on this device: the largest piece count
         whose clusters would all be resident if none were lost to the GPCs' sizes, and the one below (one CTA per
         SM, as in every registered tile but w4a16's at BM = 16; no GPU here: the plain instance only)."""
-        cfg = self.config(M, K)
+        cfg = self.config(M, N, K)
         configs = [cfg]
         sms, share = device_sms(), self._cluster_share()
         if sms and share:
@@ -169,12 +192,12 @@ class WgmmaRunner(TensorCoreRunner):
     def _math_threads(cfg: TileConfig) -> int:
         return cfg.threads - (32 if cfg.variant in ("wg-tma", "wg-w4") else 0)
 
-    def config(self, M: int, K: int) -> TileConfig:
-        return tile_config(M, self.tile)
+    def config(self, M: int, N: int, K: int) -> TileConfig:
+        return tile_config(M, self.tile, N)
 
     def check(self, M: int, N: int, K: int) -> None:
         check_batch(self.spec, M)
-        cfg = tile_config(M, self.tile)
+        cfg = tile_config(M, self.tile, N)
         elem = _LAYOUT[self.spec.scheme][0]
         if N <= 0 or K <= 0 or N % cfg.bn or (K * elem) % cfg.kt:
             raise InputError(f"kernel {self.spec.name} needs N a multiple of {cfg.bn} and K a multiple of "
@@ -290,7 +313,7 @@ W4_BLOCK_BYTES = 8192 + 512  # codes and (scale, zero) pairs of one 128 x 128 bl
 
 
 def w4_tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
-    bm = _batch_rows(M, tile, W4_TILES, next((b for b in sorted(W4_TILES) if M <= b), max(W4_TILES)))
+    bm = _batch_rows(M, tile, W4_TILES, batch_tile(M, W4_TILES))
     t = tile or W4_TILES[bm]
     blocks = t.warpgroups * t.mb // 2
     stage = -(-(bm * 256 + blocks * W4_BLOCK_BYTES) // 1024) * 1024
@@ -305,7 +328,7 @@ def w4_tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
 class WgW4Runner(WgmmaRunner):
     """Runner for wg_w4a16: the operands of tc_w4a16 (kernels.pack_tc) plus the tensor map of x."""
 
-    def config(self, M: int, K: int) -> TileConfig:
+    def config(self, M: int, N: int, K: int) -> TileConfig:
         return w4_tile_config(M, self.tile)
 
     def check(self, M: int, N: int, K: int) -> None:
@@ -350,12 +373,27 @@ def make_runner(spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None
 
 
 # What the kernel-aware model needs (models.kernel_terms): the wgmma instruction each kernel issues, the batch tile per
-# M (WG_TILES, W4_TILES: M > 128 runs 128-row m-tiles), 128 channels per CTA in every registered tile.
+# M (WG_TILES, W4_TILES: M > 128 runs 128-row m-tiles), 128 channels per CTA in every wide tile, and the narrow
+# layers' own tiles (WG_BANDS; one width per band).
 _PATH = {"wg_bf16": "wgmma_bf16", "wg_fp16": "wgmma_f16", "wg_w8a8": "wgmma_s8", "wg_fp8": "wgmma_e4m3",
          "wg_w4a16": "wgmma_f16"}
-SPECS = tuple(replace(s, facts=KernelFacts(
-    "wgmma", _PATH[s.name], "w4" if s.scheme == "w4a16" else "none",
-    m_tiles_from(lambda M: next((b for b in sorted(W4_TILES) if M <= b), max(W4_TILES))) if s.scheme == "w4a16"
-    else m_tiles_from(batch_tile), 128, stream_k_ctas=STREAM_K_CTAS,
-    aligned_grid=ALIGNED_GRID_MIN_USE["sm" if s.scheme == "w4a16" else "memory"],
-    cluster_grid=CLUSTER_GRID_MIN_USE["sm" if s.scheme == "w4a16" else "memory"])) for s in SPECS)
+
+
+def _band_facts() -> tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...]:
+    out = []
+    for n_max, table in WG_BANDS:
+        widths = {tile_config(bm, N=n_max).bn for bm in table}
+        assert len(widths) == 1, f"WG_BANDS: the {n_max}-channel band mixes tile widths {widths}"
+        out.append((n_max, widths.pop(), m_tiles_from(lambda M, t=table: batch_tile(M, t))))
+    return tuple(out)
+
+
+def _facts(s: KernelSpec) -> KernelFacts:
+    w4 = s.scheme == "w4a16"
+    rows = (lambda M: batch_tile(M, W4_TILES)) if w4 else batch_tile
+    return KernelFacts("wgmma", _PATH[s.name], "w4" if w4 else "none", m_tiles_from(rows), 128,
+                       stream_k_ctas=STREAM_K_CTAS, aligned_grid=ALIGNED_GRID_MIN_USE["sm" if w4 else "memory"],
+                       cluster_grid=CLUSTER_GRID_MIN_USE["sm" if w4 else "memory"], bands=() if w4 else _band_facts())
+
+
+SPECS = tuple(replace(s, facts=_facts(s)) for s in SPECS)

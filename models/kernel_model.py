@@ -108,8 +108,8 @@ def raw_terms(facts: KernelFacts, gpu: GpuTerms, M: Any, N: Any, K: Any, nbytes:
     fixed = np.full(M.shape, gpu.fixed_s)
     memory = np.maximum(gpu.read_time(V) - gpu.fixed_s, 0.0)
     zero = np.zeros(M.shape)
-    m_pad = facts.padded_m(M)
-    dequant = (N * K * facts.m_passes(M) / gpu.dequant_weights_per_s[facts.dequant]
+    m_pad = facts.padded_m(M, N)
+    dequant = (N * K * facts.m_passes(M, N) / gpu.dequant_weights_per_s[facts.dequant]
                if facts.dequant != "none" else zero)
     rows = N * K * m_pad / gpu.fma_per_s if facts.cuda_core_rows else zero
     if facts.k_block_rescale:  # one FMA per accumulator and K block: m_pad x n_pad x K / k_block
@@ -118,7 +118,7 @@ def raw_terms(facts: KernelFacts, gpu: GpuTerms, M: Any, N: Any, K: Any, nbytes:
               if facts.path != "cuda_core" else zero)
     # split tiles: the owner of the busiest tile reads its slots (m_pad x n-tile fp32 sums each) from L2 at one SM's
     # share of the L2 bandwidth, after its own main loop (not overlapped)
-    slot = facts.tile_rows(M) * facts.bn * 4.0
+    slot = facts.tile_rows(M, N) * facts.bn_at(N) * 4.0
     fixup = (facts.fixup_slots(M, N, gpu.sms, gpu.resident_clusters) * slot / (gpu.l2_bytes_per_s / gpu.sms)
              if facts.stream_k_ctas else zero)
     return Terms(fixed, memory, dequant, rows, tensor, fixup)

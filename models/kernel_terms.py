@@ -83,6 +83,9 @@ class KernelFacts:
     stream_k_ctas: tuple[tuple[int, int], ...] = ()
     aligned_grid: float = 0.0  # > 0: the runner takes persistent_grid's aligned grid from this share of SMs busy
     cluster_grid: float = 0.0  # > 0: split tiles as clusters (cluster_pieces) where they keep this share busy
+    # layers of at most `largest N` output channels run their own tiles: ((largest N, bn, m_tiles), ...) ascending;
+    # wider layers run `bn` and `m_tiles` above
+    bands: tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -91,29 +94,48 @@ class KernelFacts:
             raise InputError(f"instruction path {self.path!r} unknown; valid: {', '.join(PATHS)}")
         if self.dequant not in DEQUANT:
             raise InputError(f"dequantization {self.dequant!r} unknown; valid: {', '.join(DEQUANT)}")
-        if not self.m_tiles or any(m <= 0 or t <= 0 for m, t in self.m_tiles):
+        if not _valid_table(self.m_tiles):
             raise InputError(f"m_tiles must be ((largest M, tile rows), ...) of positive integers, got {self.m_tiles}")
         if not (0 <= self.aligned_grid <= 1 and 0 <= self.cluster_grid <= 1):
             raise InputError(f"aligned_grid and cluster_grid must be shares of the SMs in [0, 1], got "
                              f"{self.aligned_grid}, {self.cluster_grid}")
         if self.bn < 0 or self.k_block_rescale < 0:
             raise InputError(f"bn and k_block_rescale must be >= 0, got {self.bn}, {self.k_block_rescale}")
+        widths = [b[0] for b in self.bands if len(b) == 3]
+        if (len(widths) != len(self.bands) or widths != sorted(set(widths))
+                or any(n <= 0 or bn <= 0 or not _valid_table(t) for n, bn, t in self.bands)):
+            raise InputError(f"bands must be ((largest N, bn, m_tiles), ...), ascending in N and positive, got "
+                             f"{self.bands}")
 
-    def tile_rows(self, M: np.ndarray) -> np.ndarray:
-        """Rows per m-tile at each M (beyond the table: the last entry's tile)."""
-        limits = np.array([m for m, _ in self.m_tiles])
-        rows = np.array([t for _, t in self.m_tiles])
-        idx = np.minimum(np.searchsorted(limits, M, side="left"), len(rows) - 1)
-        return rows[idx]
+    def _band(self, N: Any) -> np.ndarray:
+        """Index into `bands` of each N's band; len(bands) for the layers wider than every band."""
+        limits = np.array([n for n, _, _ in self.bands], dtype=np.float64)
+        return np.searchsorted(limits, np.asarray(N, dtype=np.float64), side="left")
 
-    def padded_m(self, M: np.ndarray) -> np.ndarray:
+    def tile_rows(self, M: np.ndarray, N: Any = None) -> np.ndarray:
+        """Rows per m-tile at each M (beyond a table: its last entry's tile) in the band of each N (None: m_tiles)."""
+        M = np.asarray(M)
+        out = _rows(self.m_tiles, M)
+        if N is None or not self.bands:
+            return out
+        band = np.broadcast_to(self._band(N), M.shape)
+        for i, (_, _, table) in enumerate(self.bands):
+            out = np.where(band == i, _rows(table, M), out)
+        return out
+
+    def bn_at(self, N: Any) -> np.ndarray:
+        """Output channels per tile in the band of each N (0: not tiled)."""
+        widths = np.array([bn for _, bn, _ in self.bands] + [self.bn], dtype=np.float64)
+        return widths[self._band(N)]
+
+    def padded_m(self, M: np.ndarray, N: Any = None) -> np.ndarray:
         """M rounded up to whole m-tiles: the rows the kernel really computes."""
-        t = self.tile_rows(M)
+        t = self.tile_rows(M, N)
         return np.ceil(M / t) * t
 
-    def m_passes(self, M: np.ndarray) -> np.ndarray:
+    def m_passes(self, M: np.ndarray, N: Any = None) -> np.ndarray:
         """How many m-tiles (each re-reads and re-converts the weights it covers)."""
-        return np.ceil(M / self.tile_rows(M))
+        return np.ceil(M / self.tile_rows(M, N))
 
     def fixup_slots(self, M: np.ndarray, N: np.ndarray, sms: int,
                     resident: dict[int, float] | None = None) -> np.ndarray:
@@ -125,9 +147,10 @@ class KernelFacts:
         limits = np.array([m for m, _ in self.stream_k_ctas])
         per_sm = np.array([c for _, c in self.stream_k_ctas])[
             np.minimum(np.searchsorted(limits, M, side="left"), len(limits) - 1)]
-        passes = self.m_passes(M)
+        passes = self.m_passes(M, N)
         slots = np.floor(sms * per_sm / passes)
-        tiles = np.ceil(N / self.bn) if self.bn else np.ones(np.shape(M))
+        bn = self.bn_at(N)
+        tiles = np.where(bn > 0, np.ceil(N / np.maximum(bn, 1)), 1.0) * np.ones(np.shape(M))
         if not self.aligned_grid:
             return np.ceil(slots / tiles)
         ctas = persistent_grid(tiles, np.inf, slots, self.aligned_grid)
@@ -143,7 +166,18 @@ class KernelFacts:
         return np.where(s > 0, (s - 1) / np.maximum(s, 1), out)
 
     def padded_n(self, N: np.ndarray) -> np.ndarray:
-        return np.ceil(N / self.bn) * self.bn if self.bn else np.asarray(N, dtype=np.float64)
+        bn = self.bn_at(N)
+        return np.where(bn > 0, np.ceil(N / np.maximum(bn, 1)) * bn, np.asarray(N, dtype=np.float64))
+
+
+def _valid_table(table: Any) -> bool:
+    return bool(table) and all(len(e) == 2 and e[0] > 0 and e[1] > 0 for e in table)
+
+
+def _rows(table: tuple[tuple[int, int], ...], M: np.ndarray) -> np.ndarray:
+    limits = np.array([m for m, _ in table])
+    rows = np.array([t for _, t in table])
+    return rows[np.minimum(np.searchsorted(limits, M, side="left"), len(rows) - 1)]
 
 
 def persistent_grid(tiles: Any, ktiles: Any, slots: Any, min_use: float) -> Any:

@@ -62,13 +62,14 @@ def test_arch_directive_replaces_default_archs(tmp_path):
 
 @pytest.mark.parametrize("op", ["OpBF16", "OpFP16", "OpW8A8", "OpFP8"])
 def test_wgmma_tiles_compile_for_sm90a(op):
-    """Every tile of WG_TILES, and the tiles the GPU test forces, instantiate for sm_90a (the template is compiled
-    only through name expressions, so the plain file check above compiles none of it)."""
+    """Every tile of WG_TILES and WG_BANDS, and the tiles the GPU test forces, instantiate for sm_90a (the template
+    is compiled only through name expressions, so the plain file check above compiles none of it)."""
     from kernels import nvrtc, wgmma
     from kernels.build import source_path
 
     _nvrtc_or_skip()
-    tiles = {(bm, t.warpgroups, t.stages, t.kt) for bm, t in wgmma.WG_TILES.items()}
+    tables = [wgmma.WG_TILES] + [table for _, table in wgmma.WG_BANDS]
+    tiles = {(bm, t.warpgroups, t.stages, t.kt) for table in tables for bm, t in table.items()}
     tiles |= {(16, 1, 8, 128), (64, 2, 3, 128)}
     exprs = tuple(f"wg_gemm<wg::{op}, {bm}, {g}, {s}, {kt}>" for bm, g, s, kt in sorted(tiles))
     exprs += tuple(f"wg_gemm_tma<wg::{op}, {bm}, {g}, {mb}, {s}, {kt}>" for bm, g, s, kt in sorted(tiles)
@@ -93,7 +94,9 @@ def test_wgmma_cluster_instances_compile_for_sm90a(source):
     for name in ("wg_fp8", "wg_bf16", "wg_w8a8") if source == "wg_gemm.cu" else ("wg_w4a16",):
         runner = registry.runner(name)
         for M in sorted(wgmma.W4_TILES if name == "wg_w4a16" else wgmma.WG_TILES):
-            exprs += [runner._expression(replace(runner.config(M, 4096), cluster=s)) for s in (2, 4, 8)]
+            for N in (8192, 4096, 2048):  # the wide tiles and the narrow bands' (WG_BANDS)
+                exprs += [runner._expression(replace(runner.config(M, N, 4096), cluster=s)) for s in (2, 4, 8)]
+        exprs = list(dict.fromkeys(exprs))
     r = compile_check.compile_source(source_path(source), "sm_90a", (), tuple(exprs))
     assert r.ok, r.log
 

@@ -55,7 +55,7 @@ def test_compile_jobs_name_the_kernels_of_a_point(monkeypatch):
     assert (src, entry, arch) == ("gemv_w4a16.cu", "gemv_w4a16", "sm_90") and "-DGEMV_MB=1" in opts
     (src, entry, arch, opts), = registry.runner("tc_bf16").compile_jobs(16, 4096, 4096)
     assert src == "tc_gemm_f16.cu" and entry.startswith("tc_gemm_bf16_m") and arch == "sm_90"
-    (src, expr, arch, _), = registry.runner("wg_bf16").compile_jobs(64, 4096, 4096)
+    (src, expr, arch, _), = registry.runner("wg_bf16").compile_jobs(64, 8192, 4096)
     assert src == "wg_gemm.cu" and expr.startswith("wg_gemm<") and arch == "sm_90a"
 
 

@@ -16,6 +16,29 @@ def test_batch_tile_is_the_smallest_that_holds_m():
     assert all(wgmma.tile_config(m).m_tiles == 1 for m in (1, 100, 256))
 
 
+def test_narrow_layers_take_64_channel_tiles():
+    """WG_BANDS: layers of at most 4096 channels one warpgroup per CTA; 2048 channels stop at 64-row m-tiles."""
+    def shape(M, N):
+        cfg = wgmma.tile_config(M, N=N)
+        return cfg.bn, cfg.bm, cfg.m_tiles, cfg.variant
+
+    assert [shape(M, 4096) for M in (1, 32, 64, 128, 256)] == [
+        (64, 16, 1, "wg"), (64, 32, 1, "wg"), (64, 64, 1, "wg-tma"), (64, 128, 1, "wg-tma"), (64, 256, 1, "wg-tma")]
+    assert [shape(M, 2048) for M in (16, 64, 65, 128, 256)] == [
+        (64, 16, 1, "wg"), (64, 64, 1, "wg-tma"), (64, 64, 2, "wg-tma"), (64, 64, 2, "wg-tma"), (64, 64, 4, "wg-tma")]
+    assert all(shape(M, N)[0] == 128 for M in (1, 64, 256) for N in (4160, 6144, 22016))
+    assert wgmma.tile_config(128, wgmma.parse_tile("2x6x128xt"), N=4096).bn == 128  # a forced tile wins
+    runner = registry.runner("wg_fp8")
+    runner.check(64, 4032, 4096)  # 63 tiles of 64 channels
+    with pytest.raises(InputError, match="N a multiple of 128"):
+        runner.check(64, 4160, 4096)  # wider than the band: 128-channel tiles
+    facts = runner.spec.facts
+    assert [b[:2] for b in facts.bands] == [(2048, 64), (4096, 64)]
+    assert facts.tile_rows(np.array([256, 256, 256]), np.array([2048, 4096, 8192])).tolist() == [64, 256, 256]
+    assert facts.padded_n(np.array([1000, 5000])).tolist() == [1024, 5120]
+    assert registry.get("wg_w4a16").facts.bands == ()
+
+
 def test_tile_config_shared_memory_threads_and_channels():
     cfg = wgmma.tile_config(128, wgmma.WgTile(2, 4, 128, tma=True, mb=2))
     assert (cfg.bn, cfg.threads, cfg.variant) == (256, 288, "wg-tma")
@@ -119,7 +142,7 @@ H200_RESIDENT = {2: 66, 3: 39, 4: 30}  # clusters resident at once, one CTA per 
 def test_the_model_counts_the_slots_the_grid_rule_leaves():
     from dataclasses import replace
 
-    facts = registry.get("wg_fp8").facts
+    facts = replace(registry.get("wg_fp8").facts, bands=())  # 128-channel tiles on every layer
     assert facts.aligned_grid and facts.cluster_grid
     M, N = np.array([128, 128, 128, 128, 128, 128]), np.array([4096, 22016, 28672, 12288, 2048, 8192])
     slots = replace(facts, cluster_grid=0.0).fixup_slots(M, N, 132)
@@ -128,6 +151,13 @@ def test_the_model_counts_the_slots_the_grid_rule_leaves():
     slots = facts.fixup_slots(M, N, 132, H200_RESIDENT)
     assert np.allclose(slots, [2 / 3, 1.0, 0.0, 2.0, 3 / 4, 1 / 2])
     assert np.allclose(facts.fixup_slots(M[:1], N[:1], 132), [3 / 4])  # no residency known: 132 // 4 = 33 clusters
+    # the narrow layers' 64-channel tiles (WG_BANDS): 4096 channels = 64 tiles in 2 pieces at M = 128 and 256;
+    # 2048 channels at M = 128 two 64-row m-tiles of 32 tiles in 2 pieces, at M = 256 four m-tiles of whole tiles
+    banded = registry.get("wg_fp8").facts
+    M, N = np.array([128, 256, 128, 256, 128]), np.array([4096, 4096, 2048, 2048, 6144])
+    assert banded.bn_at(N).tolist() == [64, 64, 64, 64, 128]
+    assert banded.m_passes(M, N).tolist() == [1, 1, 2, 4, 1]
+    assert np.allclose(banded.fixup_slots(M, N, 132, H200_RESIDENT), [1 / 2, 1 / 2, 1 / 2, 0.0, 1 / 2])
     old = registry.get("tc_fp8").facts  # the mma.sync kernels keep stream-K over every SM
     assert not old.aligned_grid and old.fixup_slots(np.array([128]), np.array([28672]), 132).tolist() == [1.0]
 
@@ -212,10 +242,14 @@ def test_compile_jobs_add_the_cluster_instances_the_rule_may_take(monkeypatch):
 
     runner = registry.runner("wg_fp8")
     monkeypatch.setattr(wgmma, "device_sms", lambda: 132)
-    exprs = [j[1] for j in runner.compile_jobs(128, 4096, 4096)]  # 4 pieces if 32 clusters of 4 fit, else 3
+    exprs = [j[1] for j in runner.compile_jobs(128, 6144, 4096)]  # 48 tiles: 2 pieces (3 would need 144 SMs)
     assert exprs == ["wg_gemm_tma<wg::OpFP8, 128, 2, 1, 6, 128>",
-                     "wg_gemm_tma_cluster<wg::OpFP8, 128, 2, 1, 6, 128, 3>",
-                     "wg_gemm_tma_cluster<wg::OpFP8, 128, 2, 1, 6, 128, 4>"]
+                     "wg_gemm_tma_cluster<wg::OpFP8, 128, 2, 1, 6, 128, 2>"]
+    exprs = [j[1] for j in runner.compile_jobs(32, 2048, 4096)]  # 32 tiles of 64 channels: 4 pieces if 32
+    assert exprs == ["wg_gemm<wg::OpFP8, 32, 1, 8, 256>",  # clusters of 4 fit (33 if none were lost), else 3
+                     "wg_gemm_cluster<wg::OpFP8, 32, 1, 8, 256, 3>",
+                     "wg_gemm_cluster<wg::OpFP8, 32, 1, 8, 256, 4>"]
+    assert [j[1][-2] for j in runner.compile_jobs(128, 4096, 4096)[1:]] == ["2"]  # 64 tiles of 64 channels
     assert len(runner.compile_jobs(128, 22016, 4096)) == 1  # stream-K there: no cluster
     assert [j[1][-2] for j in runner.compile_jobs(128, 8192, 8192)[1:]] == ["2"]
     assert len(wgmma.make_runner(registry.get("wg_fp8"), grid="rule-slots").compile_jobs(128, 4096, 4096)) == 1

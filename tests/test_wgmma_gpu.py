@@ -3,8 +3,8 @@
 Same protocol as the mma.sync kernels: fresh random data per case (the seed in the failure message), outputs poisoned
 with NaN before each of two launches on the same input set, the split-K tile counters left clean (the per-CTA slots
 of the split tiles are overwritten before they are read, so they are not checked). Every
-batch tile of WG_TILES and W4_TILES is reached (M = 16..256; w4a16 runs M > 128 as two m-tiles), plus M below one
-tile (1, 5) and partial tiles (17, 100, 200).
+batch tile of WG_TILES, WG_BANDS' 4096-channel band and W4_TILES is reached (M = 16..256; w4a16 runs M > 128 as two
+m-tiles), plus M below one tile (1, 5) and partial tiles (17, 100, 200); the 2048-channel band in the cluster cases.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_other_tiles(hopper, name, tile):
     for M, (N, K) in ((1, (4096, 4096)), (16, (4096, 4096)), (64, (4096, 11008)), (100, (12288, 4096)),
                       (256, (22016, 4096))):
         try:
-            runner.config(M, K)
+            runner.config(M, N, K)
         except InputError:  # that tile does not fit this batch tile's shared memory
             continue
         seed = random.randrange(2**31)
@@ -93,11 +93,12 @@ def test_other_tiles(hopper, name, tile):
         assert int(hopper.count_nonzero(problem.arrays["counters"])) == 0
 
 
-# (M, N, K, pieces per tile on an H200: 8/16-bit kernels, wg_w4a16): every batch tile; 2, 3 and 4 pieces; K = 2816 cuts
-# 11 or 22 k-tiles into uneven pieces. wg_w4a16 takes a cluster only where it keeps 90 % of the SMs busy, and at
-# BM = 16 and 32 it runs 2 CTAs per SM.
-CLUSTER_CASES = ((1, 2048, 2816, 4, 0), (17, 2048, 4096, 4, 0), (33, 4096, 2816, 3, 0), (64, 8192, 4096, 2, 2),
-                 (100, 8192, 2816, 2, 2), (128, 2048, 2816, 4, 0), (200, 4096, 2816, 3, 2))
+# (M, N, K, pieces per tile on an H200: 8/16-bit kernels, wg_w4a16): every batch tile, wide (8192 channels) and narrow
+# (64-channel tiles up to 4096 channels, 64-row m-tiles at 2048: WG_BANDS); 2, 3 and 4 pieces; K = 2816 cuts 11 or 22
+# k-tiles into uneven pieces. wg_w4a16 takes a cluster only where it keeps 90 % of the SMs busy, and at BM = 16 and 32
+# it runs 2 CTAs per SM.
+CLUSTER_CASES = ((1, 1024, 2816, 4, 0), (17, 2048, 4096, 3, 0), (33, 4096, 2816, 2, 0), (64, 8192, 4096, 2, 2),
+                 (100, 8192, 2816, 2, 2), (128, 2048, 2816, 2, 0), (200, 4096, 2816, 2, 2))
 
 
 def _is_h200(cupy) -> bool:
@@ -141,6 +142,20 @@ def test_forced_cluster_sizes(hopper, name, M, N, K, pieces, monkeypatch):
     assert problem.tc_config.cluster == pieces
     err = _launch_error(hopper, runner, problem)
     assert err < TOLERANCE[name], f"{name} M={M} {N}x{K} {pieces} pieces seed {seed}: rel error {err:.3g}"
+
+
+def test_fp8_sums_promoted_over_a_long_k(hopper):
+    """wg_fp8 adds QGMMA's sums into fp32 registers every 512 of K (OpFP8::promote_bytes): a whole K of 14336 in one
+    CTA (64-channel whole tiles, 128-row m-tiles) stays near the short chains' error. H200: 4.0e-4 with the
+    promotion, 2.9e-3 without (one chain of 14336)."""
+    from kernels import registry, wgmma
+
+    runner = wgmma.make_runner(registry.get("wg_fp8"), tile=wgmma.parse_tile("1x8x128xt@128"))
+    seed = random.randrange(2**31)
+    problem = runner.make(200, 4096, 14336, seed=seed, reference=True)
+    assert problem.tc_config.cluster == 1 and problem.tc_launch[0] == (64, 2)  # whole tiles: K in one chain
+    err = _launch_error(hopper, runner, problem)
+    assert err < 8e-4, f"wg_fp8 M=200 4096x14336 seed {seed}: rel error {err:.3g}"
 
 
 @pytest.mark.parametrize("name", KERNELS)
