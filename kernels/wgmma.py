@@ -383,7 +383,8 @@ def _band_facts() -> tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...]:
     out = []
     for n_max, table in WG_BANDS:
         widths = {tile_config(bm, N=n_max).bn for bm in table}
-        assert len(widths) == 1, f"WG_BANDS: the {n_max}-channel band mixes tile widths {widths}"
+        if len(widths) != 1:  # the model declares one tile width per band
+            raise ValueError(f"WG_BANDS: the {n_max}-channel band mixes tile widths {sorted(widths)}")
         out.append((n_max, widths.pop(), m_tiles_from(lambda M, t=table: batch_tile(M, t))))
     return tuple(out)
 
