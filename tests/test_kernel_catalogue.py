@@ -53,6 +53,11 @@ def test_kernel_tier_reads_the_catalogue():
     (lambda d: next(iter(d["kernels"].values())).update(m_min="1"), "must be integers"),
     (lambda d: next(iter(d["kernels"].values()))["facts"].update(family="tpu"), "kernel family 'tpu' unknown"),
     (lambda d: next(iter(d["kernels"].values()))["facts"].update(colour=1), "facts not understood"),
+    (lambda d: d["kernels"]["wg_fp8"]["facts"].update(bands=[[4096, 64]]), "bands must be"),
+    (lambda d: d["kernels"]["wg_fp8"]["facts"].update(bands=d["kernels"]["wg_fp8"]["facts"]["bands"][::-1]),
+     "ascending in N"),
+    (lambda d: d["kernels"]["wg_fp8"]["facts"].update(bands=[[4096, 0, [[16, 16]]]]), "bands must be"),
+    (lambda d: d["kernels"]["wg_fp8"]["facts"].update(bands=[[4096, 64, 7]]), "facts not understood"),
 ])
 def test_bad_files_are_refused_in_one_line(tmp_path, mutate, message):
     doc = json.loads(kc.catalogue_path().read_text())
