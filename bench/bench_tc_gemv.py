@@ -1,16 +1,18 @@
-"""Device benchmark of the tensor-core GEMVs' configurations (kernels/tc_gemv.py and tc_gemv_q8.py `TABLE`), beside
-their peers.
+"""Device benchmark of the tensor-core GEMVs' configurations (kernels/tc_gemv.py, tc_gemv_q8.py and tc_gemv_f16.py
+`TABLE`), beside their peers.
 
     PYTHONPATH=. python3 bench/bench_tc_gemv.py [--kernel w4a16_tc_gemv] [--shapes 22016x4096,...]
         [--batches 1,4,8,16] [--budget 0.1]
 
-For each shape and batch: the kernel (`w4a16_tc_gemv`, `fp8_tc_gemv` or `w8a8_tc_gemv`) in every column of its table
+For each shape and batch: the kernel (`w4a16_tc_gemv`, `fp8_tc_gemv`, `w8a8_tc_gemv`, `bf16_tc_gemv` or
+`fp16_tc_gemv`) in every column of its table
 (by row tiles per SM) and the variants below, and its peers (FAMILIES: our other kernels of the scheme
 and the library kernel it is judged against), each float64-checked on its first input set and timed by the
 profiler's loop (workbench.measure.timing.measure: L2-cold rotation, CUDA-graph replays), and each over the fastest
 L2-cold read of its own bytes (bench/anchors.py ReadLimit). Prints, per point, the default and the three fastest
 configurations; writes every row to $OUT/<kernel>_bench.csv (the temp directory without $OUT).
-The tables in kernels/tc_gemv.py, tc_gemv_q8.py and docs/kernels-tc-gemv.md came from these rows (H200).
+The tables in kernels/tc_gemv.py, tc_gemv_q8.py, tc_gemv_f16.py and docs/kernels-tc-gemv.md came from these rows
+(H200).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import tc_gemv, tc_gemv_q8  # noqa: E402
+from kernels import tc_gemv, tc_gemv_f16, tc_gemv_q8  # noqa: E402
 
 SHAPES = ((22016, 4096), (4096, 11008), (4096, 4096), (28672, 8192))
 CHECK_TOL = 2e-3
@@ -37,7 +39,7 @@ CHECK_TOL = 2e-3
 
 @dataclass(frozen=True)
 class Family:
-    module: ModuleType  # tc_gemv or tc_gemv_q8: TABLE, M_MAX, choose_config, the runner class
+    module: ModuleType  # tc_gemv, tc_gemv_q8 or tc_gemv_f16: TABLE, M_MAX, choose_config, the runner class
     peers: tuple[str, ...]  # the last one is the anchor the kernel is printed against
     batches: tuple[int, ...]  # the default --batches
     # overrides tried on top of each batch bin's configurations (fields of the module's Config), by the bin's nt
@@ -58,17 +60,25 @@ _FP8_VARIANTS: dict[int, tuple[dict[str, Any], ...]] = {  # the same and the e4m
     1: _Q8_VARIANTS[1] + ({"f16": False}, {"f16": False, "warps": 8, "u": 4, "minb": 2}),
     2: _Q8_VARIANTS[2] + ({"f16": False}, {"f16": False, "warps": 16, "u": 1, "minb": 1}),
 }
+_F16_VARIANTS: dict[int, tuple[dict[str, Any], ...]] = {  # a 16-bit chunk is 2 KB per warp and row tile
+    1: ({"warps": 8, "u": 2, "minb": 2}, {"warps": 16, "u": 1, "minb": 2}, {"warps": 4, "u": 2, "minb": 4},
+        {"warps": 8, "u": 1, "minb": 2}, {"warps": 8, "u": 3, "minb": 2}),
+    2: ({"warps": 8, "u": 2, "minb": 2}, {"warps": 16, "u": 1, "minb": 2}, {"warps": 8, "u": 1, "tiles": 2, "minb": 2},
+        {"warps": 4, "u": 2, "minb": 4}, {"warps": 8, "u": 2, "tiles": 2, "minb": 1}),
+}
 FAMILIES: dict[str, Family] = {
     "w4a16_tc_gemv": Family(tc_gemv, ("w4a16_gemv", "wg_w4a16", "cublas_bf16"), (1, 4, 8, 16), _W4_VARIANTS),
     "fp8_tc_gemv": Family(tc_gemv_q8, ("fp8_gemv", "wg_fp8", "torch_fp8_scaled_mm"), (1, 2, 4, 8, 16),
                           _FP8_VARIANTS),
     "w8a8_tc_gemv": Family(tc_gemv_q8, ("w8a8_gemv", "wg_w8a8", "torch_int_mm"), (1, 2, 4, 8, 16), _Q8_VARIANTS),
+    "bf16_tc_gemv": Family(tc_gemv_f16, ("bf16_gemv", "wg_bf16", "cublas_bf16"), (1, 2, 4, 8, 16), _F16_VARIANTS),
+    "fp16_tc_gemv": Family(tc_gemv_f16, ("fp16_gemv", "wg_fp16", "cublas_fp16"), (1, 4, 16), _F16_VARIANTS),
 }
 
 
 def _choose(kernel: str, M: int, N: int = 0, sms: int = 132, **override: Any) -> Any:
     mod = FAMILIES[kernel].module
-    if mod is tc_gemv_q8:
+    if mod in (tc_gemv_q8, tc_gemv_f16):
         return mod.choose_config(M, N, sms, kernel, **override)
     return mod.choose_config(M, N, sms, **override)
 
@@ -106,6 +116,8 @@ def _runner(name: str, config: dict[str, Any] | None) -> Any:
         return registry.runner(name)
     if FAMILIES[name].module is tc_gemv_q8:
         return tc_gemv_q8.TcGemvQ8Runner(registry.get(name), config=config)
+    if FAMILIES[name].module is tc_gemv_f16:
+        return tc_gemv_f16.TcGemvF16Runner(registry.get(name), config=config)
     return tc_gemv.TcGemvRunner(registry.get(name), config=config)
 
 
