@@ -25,7 +25,7 @@ import numpy as np
 from kernels import build, problems, quant
 from kernels.launch import BoundLaunchRunner, Launch, bound_problem, device_sms
 from kernels.registry import KernelSpec, Problem, check_batch
-from kernels.tc_gemv import FEW_TILES_PER_SM, Columns, column
+from kernels.tc_gemv import Columns, column
 from models.errors import InputError
 from models.kernel_terms import KernelFacts
 
@@ -65,10 +65,10 @@ class Config:
 
 
 # H200 (bench/bench_tc_gemv.py --kernel bf16_tc_gemv, docs/kernels-tc-gemv.md "The 16-bit GEMVs"): at M <= 8 16 warps
-# of one chunk each were fastest or within 1 % on four of five layers (12288x4096: 4 warps of 2 chunks 4 % faster); at
-# M 9-16 the same on 4096-channel layers (1.9 row tiles per SM), 8 warps under a 64-register cap (4 CTAs per SM) on
-# the large ones (10.4 and 13.6 per SM; 12288x4096, 5.8 per SM, 5 % slower than 4 warps of 2 chunks). The column
-# boundary is the 8-bit kernels' (kernels.tc_gemv.FEW_TILES_PER_SM).
+# of one chunk each, within 5 % of the best of six on seven layers; at M 9-16 the same on 4096-channel layers (1.9 row
+# tiles per SM), 8 warps under a 64-register cap (4 CTAs per SM) from 6144 channels (2.9 per SM: 14.27 against 16.70
+# us at M = 16 on 6144x4096, 32.72 against 35.75 on 8192x8192).
+FEW_TILES_PER_SM = 2.5
 TABLE: tuple[tuple[int, Columns], ...] = (  # (largest M, columns as kernels.tc_gemv's)
     (8, ((math.inf, Config(nt=1, warps=16, u=1, minb=2)),)),
     (16, ((FEW_TILES_PER_SM, Config(nt=2, warps=16, u=1, minb=2)), (math.inf, Config(nt=2, warps=8, u=1, minb=4)))),

@@ -133,4 +133,5 @@ def test_few_row_tiles_per_sm_take_the_few_column() -> None:
     (_, few), (_, many) = tc_gemv_f16.TABLE[1][1]
     assert few != many
     assert tc_gemv_f16.choose_config(16, 4096) == few and tc_gemv_f16.choose_config(16, 22016) == many
-    assert tc_gemv_f16.choose_config(16, 0) == many
+    assert tc_gemv_f16.choose_config(16, 6144) == many and tc_gemv_f16.choose_config(16, 0) == many
+    assert tc_gemv_f16.choose_config(8, 4096) == tc_gemv_f16.choose_config(8, 22016)
