@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, pack_w4, problems, quant
-from kernels.launch import BoundLaunchRunner, Launch, bound_problem, device_sms, resident_blocks
+from kernels.launch import BoundLaunchRunner, Launch, bound_problem, check_aligned, device_sms, resident_blocks
 from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.xstage import allow_smem, x_smem_bytes, x_tile
 from models.errors import InputError
@@ -254,12 +254,6 @@ def out_to_float64(name: str, out: Any) -> Any:
     return out.astype(cp.float64)
 
 
-def _check_aligned(name: str, arrays: tuple[Any, ...]) -> None:
-    for a in arrays:
-        if not a.flags.c_contiguous or a.data.ptr % 16:
-            raise InputError(f"{name}: device arrays must be C-contiguous and 16-byte aligned (ptr {a.data.ptr:#x})")
-
-
 # ---------------------------------------------------------------- compiling and launching
 
 
@@ -280,7 +274,7 @@ def grid_for(func: Any, cfg: Config, ntiles: int) -> int:
 def make_launch(name: str, cfg: Config, M: int, N: int, K: int, xs: tuple[Any, ...], ws: tuple[Any, ...],
                 out: Any, group_size: int = W4_GROUP) -> Launch:
     """Bind arrays and geometry into a launch that enqueues one kernel on the current stream (no allocation)."""
-    _check_aligned(name, xs + ws)
+    check_aligned(name, xs + ws)
     d = DEFS[name]
     func = kernel_function(name, cfg)
     if cfg.warps * 32 > int(func.max_threads_per_block):  # too many registers for this block: use the L1 variant

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, gemv, pack_w4, problems, quant, xstage
-from kernels.launch import BoundLaunchRunner, Launch, bound_problem
+from kernels.launch import BoundLaunchRunner, Launch, bound_problem, check_aligned
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 from models.kernel_terms import KernelFacts, m_tiles_from
@@ -119,9 +119,7 @@ def make_launch(name: str, M: int, N: int, K: int, group_size: int, xs: tuple[An
     func = build.function(SOURCE, DEFS[name].entry, options(mb, group_size))
     kt, smem = x_tile(name, mb, K)
     xstage.allow_smem(func, smem)
-    for a in xs + ws:
-        if not a.flags.c_contiguous or a.data.ptr % 16:
-            raise InputError(f"{name}: device arrays must be C-contiguous and 16-byte aligned")
+    check_aligned(name, xs + ws)
     i32 = np.int32
     args = ws + (xs[0], out, i32(M), i32(N), i32(K), i32(kt))
     return Launch(func, -(-N // WARPS), WARPS * 32, args, smem)

@@ -1,16 +1,20 @@
-"""Launch helpers shared by the GEMV-class kernel families (kernels/gemv.py, ladder.py, tc_gemv.py, tc_gemv_q8.py): a
-bound launch, the Problem the profiler times around it and the runner methods that enqueue and read it, the device's
-SM count, how many blocks of a compiled kernel fit on one SM. CuPy is imported inside functions only.
+"""Launch helpers shared by the GEMV-class kernel families (kernels/gemv.py, ladder.py, tc_gemv.py, tc_gemv_q8.py,
+tc_gemv_f16.py): a bound launch, the Problem the profiler times around it and the runner methods that enqueue and read
+it, the check of the arrays a kernel reads with 16-byte loads, the runner skeleton of the table-driven tensor-core
+GEMVs, the device's SM count, how many blocks of a compiled kernel fit on one SM. CuPy is imported inside functions
+only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from kernels import problems
-from kernels.registry import Problem
+from kernels import build, problems
+from kernels.registry import KernelSpec, Problem
+from models.errors import InputError
 
 
 @dataclass
@@ -39,6 +43,48 @@ class BoundLaunchRunner:
         import cupy as cp
 
         return cp.asnumpy(problem.out.astype(cp.float64))
+
+
+def check_aligned(name: str, arrays: Iterable[Any]) -> None:
+    """The device arrays a kernel reads or writes with 16-byte accesses: C-contiguous and 16-byte aligned."""
+    for a in arrays:
+        if not a.flags.c_contiguous or a.data.ptr % 16:
+            raise InputError(f"{name}: device arrays must be C-contiguous and 16-byte aligned (ptr {a.data.ptr:#x})")
+
+
+class TableRunner(BoundLaunchRunner):
+    """The runner skeleton of a table-driven GEMV family (kernels.tc_gemv_q8, kernels.tc_gemv_f16): a kernel of the
+    family's `kinds`, configuration overrides on top of its table (`_choose`), one source compiled per configuration
+    (`_job`); the family adds `make` and its shape check (`_check_shape`)."""
+
+    family = ""  # for the refusal: "no <family> named ..."
+    kinds: dict[str, Any] = {}
+
+    def __init__(self, spec: KernelSpec, config: dict[str, Any] | None = None) -> None:
+        if spec.name not in self.kinds:
+            raise InputError(f"no {self.family} named {spec.name!r}; known: {sorted(self.kinds)}")
+        self.spec = spec
+        self.config = dict(config or {})
+        self._packed = problems.PackedCache()
+
+    def check(self, M: int, N: int, K: int) -> None:
+        self._check_shape(M, N, K)
+        self._config(M, N)
+
+    def compile_jobs(self, M: int, N: int, K: int) -> list[build.Job]:
+        return [self._job(self._config(M, N))]
+
+    def _config(self, M: int, N: int) -> Any:
+        return self._choose(M, N, device_sms(), self.spec.name, **self.config)
+
+    def _check_shape(self, M: int, N: int, K: int) -> None:
+        raise NotImplementedError
+
+    def _choose(self, M: int, N: int, sms: int, name: str, **override: Any) -> Any:
+        raise NotImplementedError
+
+    def _job(self, cfg: Any) -> build.Job:
+        raise NotImplementedError
 
 
 def bound_problem(inputs: problems.Inputs, xs: tuple[Any, ...], ws: tuple[Any, ...], out: Any,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, gemv, pack_w4, problems, quant
-from kernels.launch import BoundLaunchRunner, Launch, bound_problem, device_sms
+from kernels.launch import BoundLaunchRunner, Launch, bound_problem, check_aligned, device_sms
 from kernels.registry import KernelSpec, Problem, check_batch
 from models.errors import InputError
 from models.kernel_terms import KernelFacts
@@ -110,9 +110,7 @@ def prepare_weights(w: quant.W4) -> tuple[Any, ...]:
 
 def make_launch(cfg: Config, M: int, N: int, K: int, group_size: int, xs: tuple[Any, ...], ws: tuple[Any, ...],
                 out: Any) -> Launch:
-    for a in xs + ws:
-        if not a.flags.c_contiguous or a.data.ptr % 16:
-            raise InputError(f"{NAME}: device arrays must be C-contiguous and 16-byte aligned")
+    check_aligned(NAME, xs + ws)
     func = build.function(SOURCE, ENTRY, cfg.options(group_size))
     i32 = np.int32
     ntiles = -(-N // ROWS)

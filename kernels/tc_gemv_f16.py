@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from kernels import build, problems, quant
-from kernels.launch import BoundLaunchRunner, Launch, bound_problem, device_sms
+from kernels.launch import Launch, TableRunner, bound_problem, check_aligned
 from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tc_gemv import Columns, column
 from models.errors import InputError
@@ -130,32 +130,24 @@ def as_device(a: Any, bf16: bool) -> Any:
 
 
 def make_launch(name: str, cfg: Config, M: int, N: int, K: int, x: Any, w: Any, out: Any) -> Launch:
-    for a in (x, w, out):
-        if not a.flags.c_contiguous or a.data.ptr % 16:
-            raise InputError(f"{name}: device arrays must be C-contiguous and 16-byte aligned")
+    check_aligned(name, (x, w, out))
     func = build.function(SOURCE, ENTRY, cfg.options(KINDS[name].bf16))
     i32 = np.int32
     ntiles = -(-N // ROWS)
     return Launch(func, -(-ntiles // cfg.tiles), cfg.warps * 32, (w, x, out, i32(M), i32(N), i32(K)))
 
 
-class TcGemvF16Runner(BoundLaunchRunner):
-    def __init__(self, spec: KernelSpec, config: dict[str, Any] | None = None) -> None:
-        if spec.name not in KINDS:
-            raise InputError(f"no 16-bit tensor-core GEMV named {spec.name!r}; known: {sorted(KINDS)}")
-        self.spec = spec
-        self.config = dict(config or {})
-        self._packed = problems.PackedCache()
+class TcGemvF16Runner(TableRunner):
+    family, kinds = "16-bit tensor-core GEMV", KINDS
 
-    def check(self, M: int, N: int, K: int) -> None:
+    def _check_shape(self, M: int, N: int, K: int) -> None:
         check_shape(self.spec, M, N, K)
-        self._config(M, N)
 
-    def compile_jobs(self, M: int, N: int, K: int) -> list[build.Job]:
-        return [(SOURCE, ENTRY, build.device_arch(), self._config(M, N).options(KINDS[self.spec.name].bf16))]
+    def _choose(self, M: int, N: int, sms: int, name: str, **override: Any) -> Config:
+        return choose_config(M, N, sms, name, **override)
 
-    def _config(self, M: int, N: int) -> Config:
-        return choose_config(M, N, device_sms(), self.spec.name, **self.config)
+    def _job(self, cfg: Config) -> build.Job:
+        return (SOURCE, ENTRY, build.device_arch(), cfg.options(KINDS[self.spec.name].bf16))
 
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         import cupy as cp

@@ -135,3 +135,23 @@ def test_few_row_tiles_per_sm_take_the_few_column() -> None:
     assert tc_gemv_f16.choose_config(16, 4096) == few and tc_gemv_f16.choose_config(16, 22016) == many
     assert tc_gemv_f16.choose_config(16, 6144) == many and tc_gemv_f16.choose_config(16, 0) == many
     assert tc_gemv_f16.choose_config(8, 4096) == tc_gemv_f16.choose_config(8, 22016)
+
+
+def test_runners_refuse_a_kernel_of_another_family_and_misaligned_arrays() -> None:
+    from types import SimpleNamespace
+
+    from kernels import launch, tc_gemv_q8
+
+    with pytest.raises(InputError, match="no 16-bit tensor-core GEMV named 'fp8_tc_gemv'"):
+        tc_gemv_f16.TcGemvF16Runner(registry.get("fp8_tc_gemv"))
+    with pytest.raises(InputError, match="no 8-bit tensor-core GEMV named 'bf16_tc_gemv'"):
+        tc_gemv_q8.TcGemvQ8Runner(registry.get("bf16_tc_gemv"))
+
+    def array(ptr: int, contiguous: bool = True) -> SimpleNamespace:
+        return SimpleNamespace(flags=SimpleNamespace(c_contiguous=contiguous), data=SimpleNamespace(ptr=ptr))
+
+    launch.check_aligned("k", (array(0), array(4096)))
+    with pytest.raises(InputError, match="k: device arrays must be C-contiguous and 16-byte aligned"):
+        launch.check_aligned("k", (array(0), array(8)))
+    with pytest.raises(InputError, match="C-contiguous"):
+        launch.check_aligned("k", (array(0, contiguous=False),))
