@@ -7,7 +7,7 @@ only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -54,11 +54,14 @@ def check_aligned(name: str, arrays: Iterable[Any]) -> None:
 
 class TableRunner(BoundLaunchRunner):
     """The runner skeleton of a table-driven GEMV family (kernels.tc_gemv_q8, kernels.tc_gemv_f16): a kernel of the
-    family's `kinds`, configuration overrides on top of its table (`_choose`), one source compiled per configuration
-    (`_job`); the family adds `make` and its shape check (`_check_shape`)."""
+    family's `kinds`, its shape check (`shape_check(spec, M, N, K)`), configuration overrides on top of its table
+    (`choose(M, N, sms, name, **override)`), one source compiled per configuration (`_job`); the family adds
+    `make`."""
 
     family = ""  # for the refusal: "no <family> named ..."
     kinds: dict[str, Any] = {}
+    shape_check: Callable[..., None]
+    choose: Callable[..., Any]
 
     def __init__(self, spec: KernelSpec, config: dict[str, Any] | None = None) -> None:
         if spec.name not in self.kinds:
@@ -68,20 +71,14 @@ class TableRunner(BoundLaunchRunner):
         self._packed = problems.PackedCache()
 
     def check(self, M: int, N: int, K: int) -> None:
-        self._check_shape(M, N, K)
+        type(self).shape_check(self.spec, M, N, K)
         self._config(M, N)
 
     def compile_jobs(self, M: int, N: int, K: int) -> list[build.Job]:
         return [self._job(self._config(M, N))]
 
     def _config(self, M: int, N: int) -> Any:
-        return self._choose(M, N, device_sms(), self.spec.name, **self.config)
-
-    def _check_shape(self, M: int, N: int, K: int) -> None:
-        raise NotImplementedError
-
-    def _choose(self, M: int, N: int, sms: int, name: str, **override: Any) -> Any:
-        raise NotImplementedError
+        return type(self).choose(M, N, device_sms(), self.spec.name, **self.config)
 
     def _job(self, cfg: Any) -> build.Job:
         raise NotImplementedError

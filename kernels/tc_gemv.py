@@ -29,7 +29,7 @@ NAME = "w4a16_tc_gemv"
 SOURCE, ENTRY = "gemv_w4a16_tc.cu", "gemv_w4a16_tc"
 ROWS, CHUNK = pack_w4.TC_ROWS, pack_w4.TC_CHUNK  # channels per row tile (the mma's m), k per lane load set
 M_MAX = 16
-SMEM_LIMIT = 48 * 1024  # the kernel's static shared memory (the cross-warp sums) must fit the default limit
+SMEM_LIMIT = 48 * 1024  # the tensor-core GEMVs' static shared memory (the cross-warp sums): the default limit
 
 
 @dataclass(frozen=True)
@@ -72,17 +72,23 @@ def column(columns: Columns, N: int, sms: int) -> Config:
     return next(c for top, c in columns if per_sm <= top)
 
 
+def check_config(name: str, cfg: Any, M: int, smem_limit: int = SMEM_LIMIT) -> Any:
+    """A tensor-core GEMV configuration (this module's, kernels.tc_gemv_q8's or kernels.tc_gemv_f16's Config) that can
+    run batch M: 8 * nt >= M, 1-32 warps, u, tiles and minb >= 1, its cross-warp sums within `smem_limit` bytes of
+    static shared memory. Returns it; InputError in one line otherwise."""
+    if cfg.nt * 8 < M or not 1 <= cfg.warps <= 32 or min(cfg.u, cfg.tiles, cfg.minb) < 1:
+        raise InputError(f"{name}: config {cfg} cannot run M={M} (needs 8 * nt >= M, 1-32 warps, u, tiles and minb "
+                         ">= 1)")
+    if cfg.smem_bytes() > smem_limit:
+        raise InputError(f"{name}: config {cfg} needs {cfg.smem_bytes()} bytes of shared memory (limit {smem_limit})")
+    return cfg
+
+
 def choose_config(M: int, N: int = 0, sms: int = 132, **override: Any) -> Config:
     """The table's configuration for batch M on a layer of N channels (N = 0: the last column) on `sms` SMs."""
     if not 1 <= M <= M_MAX:
         raise InputError(f"{NAME} takes M in [1, {M_MAX}], got M={M}")
-    cfg = replace(column(next(c for top, c in TABLE if M <= top), N, sms), **override)
-    if cfg.nt * 8 < M or not 1 <= cfg.warps <= 32 or min(cfg.u, cfg.tiles, cfg.minb) < 1:
-        raise InputError(f"{NAME}: config {cfg} cannot run M={M} (needs 8 * nt >= M, 1-32 warps, u, tiles and minb "
-                         ">= 1)")
-    if cfg.smem_bytes() > SMEM_LIMIT:
-        raise InputError(f"{NAME}: config {cfg} needs {cfg.smem_bytes()} bytes of shared memory (limit {SMEM_LIMIT})")
-    return cfg
+    return check_config(NAME, replace(column(next(c for top, c in TABLE if M <= top), N, sms), **override), M)
 
 
 def check_shape(spec: KernelSpec, M: int, N: int, K: int, group_size: int) -> None:

@@ -25,14 +25,13 @@ import numpy as np
 from kernels import build, problems, quant
 from kernels.launch import Launch, TableRunner, bound_problem, check_aligned
 from kernels.registry import KernelSpec, Problem, check_batch
-from kernels.tc_gemv import Columns, column
+from kernels.tc_gemv import Columns, check_config, column
 from models.errors import InputError
 from models.kernel_terms import KernelFacts
 
 SOURCE, ENTRY = "gemv_f16_tc.cu", "gemv_f16_tc"
 ROWS, CHUNK = 16, 64  # channels per row tile (the mma's M), K per chunk (four k-steps of 16)
 M_MAX = 16
-SMEM_LIMIT = 48 * 1024  # the kernel's static shared memory (the cross-warp sums) must fit the default limit
 
 
 @dataclass(frozen=True)
@@ -81,13 +80,7 @@ def choose_config(M: int, N: int = 0, sms: int = 132, name: str = "bf16_tc_gemv"
         raise InputError(f"{name} takes M in [1, {M_MAX}], got M={M}")
     if name not in KINDS:
         raise InputError(f"no 16-bit tensor-core GEMV named {name!r}; known: {', '.join(KINDS)}")
-    cfg = replace(column(next(c for top, c in TABLE if M <= top), N, sms), **override)
-    if cfg.nt * 8 < M or not 1 <= cfg.warps <= 32 or min(cfg.u, cfg.tiles, cfg.minb) < 1:
-        raise InputError(f"{name}: config {cfg} cannot run M={M} (needs 8 * nt >= M, 1-32 warps, u, tiles and minb "
-                         ">= 1)")
-    if cfg.smem_bytes() > SMEM_LIMIT:
-        raise InputError(f"{name}: config {cfg} needs {cfg.smem_bytes()} bytes of shared memory (limit {SMEM_LIMIT})")
-    return cfg
+    return check_config(name, replace(column(next(c for top, c in TABLE if M <= top), N, sms), **override), M)
 
 
 def check_shape(spec: KernelSpec, M: int, N: int, K: int) -> None:
@@ -139,12 +132,7 @@ def make_launch(name: str, cfg: Config, M: int, N: int, K: int, x: Any, w: Any, 
 
 class TcGemvF16Runner(TableRunner):
     family, kinds = "16-bit tensor-core GEMV", KINDS
-
-    def _check_shape(self, M: int, N: int, K: int) -> None:
-        check_shape(self.spec, M, N, K)
-
-    def _choose(self, M: int, N: int, sms: int, name: str, **override: Any) -> Config:
-        return choose_config(M, N, sms, name, **override)
+    shape_check, choose = staticmethod(check_shape), staticmethod(choose_config)
 
     def _job(self, cfg: Config) -> build.Job:
         return (SOURCE, ENTRY, build.device_arch(), cfg.options(KINDS[self.spec.name].bf16))

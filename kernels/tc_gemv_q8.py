@@ -24,14 +24,13 @@ import numpy as np
 from kernels import build, pack_q8, problems
 from kernels.launch import Launch, TableRunner, bound_problem, check_aligned
 from kernels.registry import KernelSpec, Problem, check_batch
-from kernels.tc_gemv import FEW_TILES_PER_SM, Columns, column
+from kernels.tc_gemv import FEW_TILES_PER_SM, Columns, check_config, column
 from models.errors import InputError
 from models.kernel_terms import KernelFacts
 
 SOURCE, ENTRY = "gemv_q8_tc.cu", "gemv_q8_tc"
 ROWS, CHUNK = pack_q8.ROWS, pack_q8.CHUNK
 M_MAX = 16  # measured to M = 64: from 32 on slower than the wgmma GEMMs on every shape (docs/kernels-tc-gemv.md)
-SMEM_LIMIT = 48 * 1024  # the kernel's static shared memory (the cross-warp sums) must fit the default limit
 
 
 @dataclass(frozen=True)
@@ -84,14 +83,9 @@ def choose_config(M: int, N: int = 0, sms: int = 132, name: str = "fp8_tc_gemv",
         raise InputError(f"no 8-bit tensor-core GEMV named {name!r}; known: {', '.join(KINDS)}")
     cfg = replace(column(next(c for top, c in TABLE if M <= top), N, sms), f16=KINDS[name].f16)
     cfg = replace(cfg, **override)
-    if cfg.nt * 8 < M or not 1 <= cfg.warps <= 32 or min(cfg.u, cfg.tiles, cfg.minb) < 1:
-        raise InputError(f"{name}: config {cfg} cannot run M={M} (needs 8 * nt >= M, 1-32 warps, u, tiles and minb "
-                         ">= 1)")
     if cfg.f16 and KINDS[name].s8:
         raise InputError(f"{name}: f16 converts e4m3 operands; an int8 kernel has nothing to convert")
-    if cfg.smem_bytes() > SMEM_LIMIT:
-        raise InputError(f"{name}: config {cfg} needs {cfg.smem_bytes()} bytes of shared memory (limit {SMEM_LIMIT})")
-    return cfg
+    return check_config(name, cfg, M)
 
 
 def check_shape(spec: KernelSpec, M: int, N: int, K: int) -> None:
@@ -127,12 +121,7 @@ def make_launch(name: str, cfg: Config, M: int, N: int, K: int, xs: tuple[Any, .
 
 class TcGemvQ8Runner(TableRunner):
     family, kinds = "8-bit tensor-core GEMV", KINDS
-
-    def _check_shape(self, M: int, N: int, K: int) -> None:
-        check_shape(self.spec, M, N, K)
-
-    def _choose(self, M: int, N: int, sms: int, name: str, **override: Any) -> Config:
-        return choose_config(M, N, sms, name, **override)
+    shape_check, choose = staticmethod(check_shape), staticmethod(choose_config)
 
     def _job(self, cfg: Config) -> build.Job:
         return (SOURCE, ENTRY, build.device_arch(), cfg.options(KINDS[self.spec.name].s8))
