@@ -64,9 +64,11 @@ class Config:
 
 
 # H200 (bench/bench_tc_gemv.py --kernel bf16_tc_gemv, docs/kernels-tc-gemv.md "The 16-bit GEMVs"): at M <= 8 16 warps
-# of one chunk each, within 5 % of the best of six on seven layers; at M 9-16 the same on 4096-channel layers (1.9 row
-# tiles per SM), 8 warps under a 64-register cap (4 CTAs per SM) from 6144 channels (2.9 per SM: 14.27 against 16.70
-# us at M = 16 on 6144x4096, 32.72 against 35.75 on 8192x8192).
+# of one chunk each, fastest or within 1 % on four of the five layers of the first run (12288x4096: 4 % slower than 4
+# warps of 2 chunks; 6144x4096 and 8192x8192, measured later: 3-9 % slower than 8 warps, 2 CTAs per SM — a middle
+# column not adopted, no recording with it); at M 9-16 the same on 4096-channel layers (1.9 row tiles per SM), 8 warps
+# under a 64-register cap (4 CTAs per SM) from 6144 channels (2.9 per SM: 14.27 against 16.70 us at M = 16 on
+# 6144x4096, 32.72 against 35.75 on 8192x8192).
 FEW_TILES_PER_SM = 2.5
 TABLE: tuple[tuple[int, Columns], ...] = (  # (largest M, columns as kernels.tc_gemv's)
     (8, ((math.inf, Config(nt=1, warps=16, u=1, minb=2)),)),
