@@ -2,8 +2,10 @@
 
 A worker is told its GPU the way a real one is: CUDA_VISIBLE_DEVICES holds a UUID (`--gpus`) or an index Ray gave
 it (`--ray`). `die_on`/`die_after` kill the worker process (os._exit, as a SIGKILL would) at the start of its
-(die_after + 1)-th point; a marker file makes it die once only, so a resubmitted task can finish. `slow_s` makes
-each point take that long (time to interrupt a worker mid-sweep).
+(die_after + 1)-th point; a marker file makes it die once only, so a resubmitted task can finish. `pause_on`/
+`pause_after` make that worker write `marker` at the start of its (pause_after + 1)-th point and then wait there
+(up to PAUSE_S) until a signal interrupts it: a test waits for the file, not for time, before it interrupts.
+`slow_s` makes each point take that long.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from workbench.measure.profiler import Shape, plan, run_sweep
 from workbench.storage import store
 from workbench.storage.schema import SCHEMA_VERSION
 
+PAUSE_S = 120.0  # how long a paused worker waits to be interrupted before it fails the test by finishing
 FAKE_SPEC_B = replace(FAKE_SPEC, name="fake_fp32_b")
 FAKE_W4 = replace(FAKE_SPEC, name="fake_w4", scheme="w4a16")  # a grouped scheme: rows record a group size
 PLAN_SPECS = (FAKE_SPEC, FAKE_SPEC_B)
@@ -48,10 +51,11 @@ def fake_gpus(n: int, name: str = "Fake GPU") -> list[Gpu]:
 class _Controlled(FakeRunner):
     """A FakeRunner that takes `slow_s` per point and, on the GPU `die_on`, kills its process."""
 
-    def __init__(self, spec: KernelSpec, backend: FakeBackend, dying: bool) -> None:
+    def __init__(self, spec: KernelSpec, backend: FakeBackend, dying: bool, pausing: bool = False) -> None:
         super().__init__(spec)
         self.backend = backend
         self.dying = dying
+        self.pausing = pausing
 
     def check(self, M: int, N: int, K: int) -> None:
         b = self.backend
@@ -63,19 +67,27 @@ class _Controlled(FakeRunner):
         if self.dying and len(b.started) > b.die_after and not Path(b.marker).exists():
             Path(b.marker).write_text("died\n")
             os._exit(9)
+        if self.pausing and len(b.started) > b.pause_after:
+            Path(b.marker).write_text("paused\n")
+            deadline = time.monotonic() + PAUSE_S
+            while time.monotonic() < deadline:  # a SIGINT raises KeyboardInterrupt out of this sleep
+                time.sleep(0.01)
 
 
 class FakeBackend:
     """What `CudaBackend` does, on CPU: identify the pinned GPU, calibrate it once, run the single-GPU sweep."""
 
     def __init__(self, name: str = "Fake GPU", die_on: str | None = None, die_after: int = 0,
-                 marker: str | Path = "", t_launch: float = 10e-6, slow_s: float = 0.0) -> None:
+                 marker: str | Path = "", t_launch: float = 10e-6, slow_s: float = 0.0,
+                 pause_on: str | None = None, pause_after: int = 0) -> None:
         self.name = name
         self.die_on = die_on
         self.die_after = die_after
         self.marker = str(marker)
         self.t_launch = t_launch
         self.slow_s = slow_s
+        self.pause_on = pause_on
+        self.pause_after = pause_after
         self.started: set[tuple] = set()
 
     def identify(self) -> Gpu:
@@ -99,7 +111,7 @@ class FakeBackend:
         dying = self.die_on == gpu.uuid
 
         def factory(name: str) -> FakeRunner:
-            return _Controlled(SPECS[name], self, dying)
+            return _Controlled(SPECS[name], self, dying, self.pause_on == gpu.uuid)
 
         runners: dict[str, FakeRunner] = {}
 

@@ -119,25 +119,23 @@ def test_a_killed_worker_loses_no_other_point_and_the_rerun_finishes_once(tmp_pa
 def test_ctrl_c_in_one_worker_keeps_its_finished_points_and_the_others_finish(tmp_path):
     gpus = fake_gpus(2)
     victim = worker_out(tmp_path / "m" / "sweep.parquet", gpus[1].uuid)
+    paused = tmp_path / "paused"  # written by the victim when it has 2 points and waits at its third
 
-    def interrupt_when_it_has_a_point() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            journal = store.journal_path(victim)
-            if journal.exists() and journal.read_text().count("\n") >= 2:
-                child = next(p for p in mp.active_children() if p.name.endswith(gpus[1].tag))
-                os.kill(child.pid, signal.SIGINT)
-                return
-            time.sleep(0.05)
+    def interrupt_when_it_waits() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not paused.exists():
+            time.sleep(0.01)
+        child = next(p for p in mp.active_children() if p.name.endswith(gpus[1].tag))
+        os.kill(child.pid, signal.SIGINT)
 
-    threading.Thread(target=interrupt_when_it_has_a_point, daemon=True).start()
-    res, out = run(tmp_path, gpus, True, FakeBackend(slow_s=0.25))
+    threading.Thread(target=interrupt_when_it_waits, daemon=True).start()
+    res, out = run(tmp_path, gpus, True, FakeBackend(pause_on=gpus[1].uuid, pause_after=2, marker=paused))
     hit, other = res.reports[1], res.reports[0]
     assert hit.exitcode == 130 and hit.error == "interrupted" and other.ok and other.measured == 10
     kept = store.load_measurements(victim)  # folded from the journal by the interrupted sweep itself
-    assert 2 <= len(kept) < 10 and not store.journal_path(victim).exists()
+    assert len(kept) == 2 and not store.journal_path(victim).exists()
     res2, _ = run(tmp_path, gpus, True, FakeBackend())
-    assert res2.already_done == 10 + len(kept) and keys(rows(out)) == plan_keys()
+    assert res2.already_done == 10 + 2 and keys(rows(out)) == plan_keys()
 
 
 def test_whole_plan_per_gpu_and_resume_skips_each_gpus_own_points(tmp_path):
