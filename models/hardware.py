@@ -29,6 +29,10 @@ GPUS_TOML = DATA_DIR / "gpus.toml"
 # (a layer above).
 CALIBRATION_SCHEMA_VERSION = 1
 
+# Memory technologies the catalogue names (field memory_tech), each with its class: the kernel tier's transfer
+# factors (models/transfer.py) are per technology, falling back to the class where a technology has no timings.
+MEMORY_TECHS: dict[str, str] = {"HBM2": "hbm", "HBM2e": "hbm", "HBM3": "hbm", "HBM3e": "hbm",
+                                "GDDR6": "gddr", "GDDR6X": "gddr", "GDDR7": "gddr"}
 PEAK_UNITS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4")
 EXTRA_PEAKS: tuple[str, ...] = ("int8_dp4a",)
 FALLBACK: dict[str, tuple[str, ...]] = {
@@ -68,6 +72,7 @@ class GPU:
     sources: dict[str, str]  # "source" (whole entry) and per-figure overrides
     device_names: tuple[str, ...] = ()
     memory_bytes: float = 0.0
+    memory_tech: str = ""  # MEMORY_TECHS key ("" where the catalogue entry does not say)
 
     @property
     def cc_int(self) -> int:
@@ -126,6 +131,9 @@ def _parse_gpu(path: Path, index: int, entry: dict[str, Any]) -> GPU:
         raise _bad(path, where, f"missing peaks {', '.join(missing)} (write 0 where the chip has no such unit)")
     if peaks["fp32"] <= 0:
         raise _bad(path, where, "peak fp32 must be > 0")
+    tech = entry.get("memory_tech", "")
+    if tech and tech not in MEMORY_TECHS:
+        raise _bad(path, where, f"unknown memory_tech {tech!r}; valid: {', '.join(MEMORY_TECHS)}")
     sources = {"source": entry["source"], **{str(k): str(v) for k, v in entry.get("sources", {}).items()}}
     return GPU(
         key=entry["key"],
@@ -139,6 +147,7 @@ def _parse_gpu(path: Path, index: int, entry: dict[str, Any]) -> GPU:
         sources=sources,
         device_names=tuple(str(n) for n in entry["device_names"]),
         memory_bytes=float(entry["memory_bytes"]),
+        memory_tech=str(tech),
     )
 
 

@@ -40,8 +40,12 @@ DATA_LOG_SIGMA = 0.05  # the scale of a data residual (log time) against which t
 
 
 def _sources(gpu: GpuTerms) -> str:
+    """Where a row's GPU terms came from: "measured" (the GPU's calibration), "transferred" (models.transfer) or
+    "datasheet: <the terms that fell back to the datasheet>"."""
     datasheet = [k for k in ("memory", "alu", "tensor") if gpu.sources.get(k) == "datasheet"]
-    return "calibrated" if not datasheet else "datasheet: " + ", ".join(datasheet)
+    if datasheet:
+        return "datasheet: " + ", ".join(datasheet)
+    return "transferred" if "transferred" in gpu.sources.values() else "measured"
 
 
 def predict_kernels(points: pd.DataFrame, facts: Mapping[str, KernelFacts], gpus: Callable[[str], GpuTerms],

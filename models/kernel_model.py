@@ -2,8 +2,10 @@
 
 For a kernel with facts F (models.kernel_terms.KernelFacts) on a GPU with figures G (GpuTerms), at (M, N, K) reading
 V bytes:
-  fixed    G.fixed_s + p.extra_fixed_s        launch in a graph, first bytes and drain (the read curve at 4 KiB),
-                                              plus the kernel's own prologue/epilogue/split-tile fix-up
+  fixed    G.fixed_s x (1 + F.extra_launches) + p.extra_fixed_s
+                                              launch in a graph, first bytes and drain (the read curve at 4 KiB) of
+                                              each kernel in the timed call, plus the kernel's own
+                                              prologue/epilogue/split-tile fix-up
   memory   p.mem_scale * (G.read_time(V) - G.fixed_s)
                                               the L2-cold read curve of exactly these bytes (calibrate's microbench)
   alu      N*K*passes * p.alu_dq / G.dequant[F.dequant]  +  N*K*M_pad * p.alu_row / G.fma_per_s   (when declared)
@@ -105,7 +107,7 @@ class Terms:
 
 def raw_terms(facts: KernelFacts, gpu: GpuTerms, M: Any, N: Any, K: Any, nbytes: Any) -> Terms:
     M, N, K, V = (np.asarray(a, dtype=np.float64) for a in (M, N, K, nbytes))
-    fixed = np.full(M.shape, gpu.fixed_s)
+    fixed = np.full(M.shape, gpu.fixed_s * (1 + facts.extra_launches))
     memory = np.maximum(gpu.read_time(V) - gpu.fixed_s, 0.0)
     zero = np.zeros(M.shape)
     m_pad = facts.padded_m(M, N)

@@ -86,6 +86,9 @@ class KernelFacts:
     # layers of at most `largest N` output channels run their own tiles: ((largest N, bn, m_tiles), ...) ascending;
     # wider layers run `bn` and `m_tiles` above
     bands: tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...] = ()
+    # other kernels inside one timed call, each costing the GPU's fixed cost (a library FP8 GEMM whose timing
+    # includes its dynamic activation-quantization kernel: 1)
+    extra_launches: int = 0
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -99,8 +102,9 @@ class KernelFacts:
         if not (0 <= self.aligned_grid <= 1 and 0 <= self.cluster_grid <= 1):
             raise InputError(f"aligned_grid and cluster_grid must be shares of the SMs in [0, 1], got "
                              f"{self.aligned_grid}, {self.cluster_grid}")
-        if self.bn < 0 or self.k_block_rescale < 0:
-            raise InputError(f"bn and k_block_rescale must be >= 0, got {self.bn}, {self.k_block_rescale}")
+        if self.bn < 0 or self.k_block_rescale < 0 or self.extra_launches < 0:
+            raise InputError(f"bn, k_block_rescale and extra_launches must be >= 0, got {self.bn}, "
+                             f"{self.k_block_rescale}, {self.extra_launches}")
         widths = [b[0] for b in self.bands if len(b) == 3]
         if (len(widths) != len(self.bands) or widths != sorted(set(widths))
                 or any(n <= 0 or bn <= 0 or not _valid_table(t) for n, bn, t in self.bands)):

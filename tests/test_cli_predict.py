@@ -148,3 +148,30 @@ def test_tables_fit_a_100_column_terminal_without_breaking_names_or_numbers(caps
         assert "gate_up" in out or "--model" not in args
     if args[0] == "gpus":
         assert "a100-pcie-40gb" in out and "1,979" in out
+
+
+def test_predict_named_kernels_on_a_gpu_never_calibrated(capsys, tmp_path):
+    csv = tmp_path / "k.csv"
+    code, out, err = run(capsys, "predict", "--tier", "kernel", "--kernel", "cublas_bf16,trtllm_wo_int4",
+                         "--kernel", "wg_w4a16", "--gpu", "a100-sxm-80gb", "-M", "1,256", "--csv", str(csv))
+    assert code == 0, err
+    df = pd.read_csv(csv)
+    assert set(df["kernel"]) == {"cublas_bf16", "trtllm_wo_int4", "wg_w4a16"} and len(df) == 6
+    lib = df[df["kernel"] != "wg_w4a16"]
+    assert lib["time_kernel_s"].gt(0).all() and set(lib["kernel_terms_source"]) == {"transferred"}
+    assert (df.loc[df["kernel"] == "cublas_bf16", "speedup"] == 1.0).all()
+    w4 = df[df["kernel"] == "trtllm_wo_int4"].set_index("M")
+    assert w4.at[1, "speedup"] > 1.5 and w4.at[1, "speedup"] > w4.at[256, "speedup"]
+    wg = df[df["kernel"] == "wg_w4a16"]  # wgmma runs on sm_90 only: said, not predicted
+    assert wg["time_kernel_s"].isna().all() and wg["kernel_params_source"].str.contains("needs sm_90").all()
+    assert "wg_w4a16 needs sm_90" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tier", "kernel", "--kernel", "nope"], "unknown kernel 'nope' for --kernel; modeled kernels: "),
+    (["--kernel", "cublas_bf16"], "--kernel needs --tier kernel"),
+    (["--tier", "kernel", "--kernel", "cublas_bf16", "--scheme", "bf16"], "without --scheme and --rollup"),
+])
+def test_predict_named_kernels_refusals(capsys, args, message):
+    code, out, err = run(capsys, "predict", *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -40,10 +40,13 @@ def test_a_changed_tile_table_makes_the_file_stale():
     assert kc.parse(kc.to_json(changed), "x")[name].facts.bn == entries[name].facts.bn * 2
 
 
-def test_kernel_tier_reads_the_catalogue():
+def test_kernel_tier_reads_the_catalogue_and_the_library_kernels():
+    from models.library_kernels import LIBRARY
     from workbench.analysis.kernel_tier import kernel_facts
 
-    assert kernel_facts() == {n: e.facts for n, e in registry.catalogue().items() if e.facts is not None}
+    registered = {n: e.facts for n, e in registry.catalogue().items() if e.facts is not None}
+    assert kernel_facts() == {**{n: e.facts for n, e in LIBRARY.items()}, **registered}
+    assert not set(LIBRARY) & set(registered)  # a modeled-only kernel never shadows a registered one
 
 
 @pytest.mark.parametrize("mutate, message", [

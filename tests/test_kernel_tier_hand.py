@@ -52,8 +52,11 @@ H200 = {"bw": 4.8e12, "fp32": 67e12, "fp16": 989.4e12, "int8": 1978.9e12}
                                                     "integers, got ((0, 1),)"),
     (("gemv", "cuda_core"), {"m_tiles": ((16, 0),)}, "m_tiles must be ((largest M, tile rows), ...) of positive "
                                                      "integers, got ((16, 0),)"),
-    (("gemv", "cuda_core"), {"bn": -1}, "bn and k_block_rescale must be >= 0, got -1, 0"),
-    (("gemv", "cuda_core"), {"k_block_rescale": -1}, "bn and k_block_rescale must be >= 0, got 0, -1"),
+    (("gemv", "cuda_core"), {"bn": -1}, "bn, k_block_rescale and extra_launches must be >= 0, got -1, 0, 0"),
+    (("gemv", "cuda_core"), {"k_block_rescale": -1},
+     "bn, k_block_rescale and extra_launches must be >= 0, got 0, -1, 0"),
+    (("library", "wgmma_e4m3"), {"extra_launches": -1},
+     "bn, k_block_rescale and extra_launches must be >= 0, got 0, 0, -1"),
 ])
 def test_facts_refusals_word_for_word(args, kw, message):
     with pytest.raises(InputError) as info:
@@ -330,7 +333,7 @@ def test_predict_kernels_columns_by_hand():
     assert out["attr_alu_s"].iloc[0] == 0.0 and out["attr_memory_s"].iloc[0] == pytest.approx(2e-6)
     assert out["kernel_bandwidth_bytes_per_s"].iloc[0] == pytest.approx(0.999e12 / 2)
     assert out["kernel_peak_flops_per_s"].iloc[0] == pytest.approx(2e13)
-    assert out["kernel_terms_source"].tolist() == ["calibrated", "datasheet: memory, tensor", ""]
+    assert out["kernel_terms_source"].tolist() == ["measured", "datasheet: memory, tensor", ""]
     assert out["kernel_params_source"].tolist() == ["fitted", "fitted", "no kernel facts"]
     assert all(math.isnan(out[c].iloc[2]) for c in OUTPUT_COLUMNS[:-2])
 

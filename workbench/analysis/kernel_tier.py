@@ -23,11 +23,14 @@ import numpy as np
 import pandas as pd
 
 from models import kernel_catalogue as catalogue
-from models.hardware import Calibration, get_gpu
+from models.errors import InputError
+from models.hardware import Calibration, get_gpu, load_calibrations
 from models.kernel_fit import OUTPUT_COLUMNS, predict_kernels
 from models.kernel_model import ParamTable, load_params
 from models.kernel_terms import GpuTerms, KernelFacts, gpu_terms
+from models.library_kernels import LIBRARY
 from models.paths import data_dir
+from models.transfer import FACTORS_FILE, TransferFactors, load_factors, transfer_terms
 
 PARAMS_FILE = Path("model") / "kernel-params.json"  # under the data directory
 
@@ -43,31 +46,66 @@ def params_for(root: str | Path | None = None) -> ParamTable:
     return load_params(own if own is not None and own.is_file() else params_path())
 
 
+def kernel_entries() -> dict[str, catalogue.KernelEntry]:
+    """Every modeled kernel: the registered ones (the kernel catalogue) and the vendor-library kernels modeled only
+    (models.library_kernels)."""
+    return {**LIBRARY, **catalogue.shipped()}
+
+
 def kernel_facts() -> dict[str, KernelFacts]:
-    """Kernel name -> its KernelFacts, for every registered kernel that declares them (from the kernel catalogue)."""
-    return {name: e.facts for name, e in catalogue.shipped().items() if e.facts is not None}
+    """Kernel name -> its KernelFacts, for every modeled kernel that declares them."""
+    return {name: e.facts for name, e in kernel_entries().items() if e.facts is not None}
 
 
 def _kernel_limits() -> dict[str, tuple[str, int, int, int, int | None]]:
-    return {e.name: (e.scheme, e.m_min, e.m_max, e.min_cc, e.max_cc) for e in catalogue.shipped().values() if e.facts}
+    return {e.name: (e.scheme, e.m_min, e.m_max, e.min_cc, e.max_cc) for e in kernel_entries().values() if e.facts}
 
 
-def gpu_lookup(calibrations: Mapping[str, Calibration] | None) -> Any:
+def with_library_params(table: ParamTable, factors: TransferFactors | None) -> ParamTable:
+    """`table` (fitted on our measurements) plus the library kernels' parameters fitted on public timings; a kernel
+    in both keeps `table`'s."""
+    if factors is None or not factors.kernels:
+        return table
+    return ParamTable({**factors.kernels, **table.kernels}, table.provenance)
+
+
+def shipped_factors() -> TransferFactors | None:
+    """The transfer factors shipped in data/model/transfer-factors.json (None if absent)."""
+    return load_factors(data_dir() / FACTORS_FILE)
+
+
+_SHIPPED = object()
+
+
+def gpu_lookup(calibrations: Mapping[str, Calibration] | None, factors: Any = _SHIPPED) -> Any:
+    """gpu key -> GpuTerms: measured where the GPU has a calibration with a read curve, transferred from the
+    reference GPU by `factors` (default: the shipped ones; None: no transfer) otherwise, datasheet where neither."""
     cache: dict[str, GpuTerms] = {}
+    factors = shipped_factors() if factors is _SHIPPED else factors
+    cals = dict(calibrations or {})
+
+    def reference() -> GpuTerms | None:
+        ref_cal = cals.get(factors.reference_gpu) or load_calibrations().get(factors.reference_gpu)
+        ref = gpu_terms(factors.reference_gpu, ref_cal) if ref_cal is not None else None
+        return ref if ref is not None and ref.sources.get("memory") == "calibrated" else None
 
     def get(key: str) -> GpuTerms:
         if key not in cache:
-            cache[key] = gpu_terms(key, (calibrations or {}).get(key))
+            own = gpu_terms(key, cals.get(key))
+            ref = reference() if factors is not None and own.sources.get("memory") != "calibrated" else None
+            cache[key] = (transfer_terms(get_gpu(key), ref, get_gpu(factors.reference_gpu), factors)
+                          if ref is not None else own)
         return cache[key]
 
     return get
 
 
 def kernel_tier(points: pd.DataFrame, calibrations: Mapping[str, Calibration] | None = None,
-                table: ParamTable | None = None) -> pd.DataFrame:
+                table: ParamTable | None = None, factors: Any = _SHIPPED) -> pd.DataFrame:
     """The kernel tier's columns (OUTPUT_COLUMNS) for rows with gpu, kernel, M, N, K, bytes (and optional mode)."""
-    table = table if table is not None else load_params(params_path())
-    got = predict_kernels(points, kernel_facts(), gpu_lookup(calibrations), table)
+    factors = shipped_factors() if factors is _SHIPPED else factors
+    table = with_library_params(table if table is not None else load_params(params_path()), factors)
+    got = predict_kernels(points, kernel_facts(), gpu_lookup(calibrations, factors), table)
     if "mode" in points:
         hot = points["mode"].astype(str).to_numpy() == "hot"
         for c in OUTPUT_COLUMNS[:-2]:
@@ -102,11 +140,49 @@ def best_kernel_tier(points: pd.DataFrame, calibrations: Mapping[str, Calibratio
     for c in OUTPUT_COLUMNS:
         out[c] = best[c].astype("float64") if c not in ("kernel_terms_source", "kernel_params_source") else best[c]
     out["kernel_predicted"] = names
+    out["bound_kernel"] = kernel_bound(out)
+    return out
+
+
+def kernel_bound(out: pd.DataFrame) -> np.ndarray:
+    """The term that sets each row's kernel-tier time: fixed, memory, alu or tensor ("" where not predicted)."""
     terms = out[["attr_memory_s", "attr_alu_s", "attr_tensor_s"]].to_numpy(dtype=np.float64)
     fixed = out[["attr_fixed_s", "attr_fixup_s"]].to_numpy(dtype=np.float64).sum(axis=1)
     largest = np.array(["memory", "alu", "tensor"], dtype=object)[np.nan_to_num(terms, nan=-1.0).argmax(axis=1)]
-    out["bound_kernel"] = np.where(np.isnan(terms).all(axis=1), "", np.where(fixed > terms.max(axis=1, initial=0),
-                                                                                "fixed", largest))
+    return np.where(np.isnan(terms).all(axis=1), "", np.where(fixed > terms.max(axis=1, initial=0), "fixed",
+                                                                largest))
+
+
+def unsupported(name: str, gpu_key: str, M: int) -> str:
+    """Why kernel `name` is not predicted on a GPU at batch M ("" when it is): its batch range or architecture."""
+    e = kernel_entries()[name]
+    cc = get_gpu(gpu_key).cc_int
+    if not e.m_min <= M <= e.m_max:
+        return f"{name} runs at M = {e.m_min}-{e.m_max}"
+    if cc < e.min_cc or (e.max_cc is not None and cc > e.max_cc):
+        arch = f"sm_{e.min_cc}" + (f" to sm_{e.max_cc}" if e.max_cc and e.max_cc != e.min_cc else
+                                   "" if e.max_cc else " or newer")
+        return f"{name} needs {arch}; {gpu_key} is sm_{cc}"
+    return ""
+
+
+def named_kernel_tier(points: pd.DataFrame, calibrations: Mapping[str, Calibration] | None = None,
+                      table: ParamTable | None = None) -> pd.DataFrame:
+    """`points` (gpu, kernel, M, N, K, bytes) with the kernel tier of each row's named kernel, kernel_predicted and
+    bound_kernel; a kernel that does not run on the row's GPU or batch is left NaN and kernel_params_source says
+    why (instead of a prediction)."""
+    unknown = sorted(set(points["kernel"].astype(str)) - set(kernel_facts()))
+    if unknown:
+        raise InputError(f"unknown kernel {unknown[0]!r}; modeled kernels: {', '.join(sorted(kernel_facts()))}")
+    out = kernel_tier(points, calibrations, table)
+    why = [unsupported(k, g, int(m)) for k, g, m in zip(out["kernel"].astype(str), out["gpu"].astype(str), out["M"],
+                                                         strict=True)]
+    off = np.array([bool(w) for w in why])
+    for c in OUTPUT_COLUMNS[:-2]:
+        out.loc[off, c] = np.nan
+    out.loc[off, "kernel_params_source"] = [w for w in why if w]
+    out["kernel_predicted"] = out["kernel"].astype(str)
+    out["bound_kernel"] = kernel_bound(out)
     return out
 
 
@@ -140,7 +216,6 @@ def model_layers_kernel_tier(model: str, gpu: str, schemes: list[str], batches: 
     """(scheme, batch, layer, time_s, bytes) per linear layer of one decode step of `model` on `gpu`: the layer's
     instances × the kernel-tier time of the fastest registered kernel of the scheme (the whole-model roll-up of the
     kernel tier). A scheme whose quantization does not fit the model's shapes is left out."""
-    from models.errors import InputError
     from models.rollup import model_points
     from models.roofline import predict
     from models.workloads import get_model

@@ -35,7 +35,7 @@ POINT_CSV_COLUMNS = (
     "compute_unit_calibrated", "bandwidth_calibrated", "peak_calibrated", "time_calibrated_s", "bound_calibrated",
     "floor_s", "time_floor_s", "time_kernel_s", "kernel_predicted", "bound_kernel", "attr_fixed_s", "attr_fixup_s",
     "attr_memory_s", "attr_alu_s", "attr_tensor_s", "kernel_bandwidth_bytes_per_s", "kernel_peak_flops_per_s",
-    "kernel_terms_source", "kernel_params_source", "time_s", "achieved_bytes_per_s", "baseline",
+    "kernel_terms_source", "kernel_params_source", "kernel", "time_s", "achieved_bytes_per_s", "baseline",
     "time_baseline_s", "speedup",
 )
 
@@ -74,19 +74,57 @@ def _calibrations(tier: str, data_dir: Path | None, gpu_keys: list[str]) -> dict
     return cals
 
 
+def _layers(shape: str | None, model: str | None) -> list[tuple[str, int, int]]:
+    from models.workloads import get_model
+
+    if model is not None:
+        return [(layer.name, layer.N, layer.K) for layer in get_model(model).layers]
+    n, k = cli_args.parse_shape(shape or DEFAULT_SHAPE)
+    return [("", n, k)]
+
+
+def predict_named_kernels(gpu_keys: list[str], kernels: list[str], batches: list[int], shape: str | None,
+                          model: str | None, baseline: str, group_size: int | None, calibrations: dict,
+                          params: Any = None) -> pd.DataFrame:
+    """The kernel tier of named kernels (ours or a vendor library's) per GPU, layer and M; the speedup is over the
+    first named kernel of the baseline scheme, else over the fastest modeled kernel of that scheme."""
+    from models.roofline import predict, speedup
+    from workbench.analysis.kernel_tier import best_kernel_tier, kernel_entries, named_kernel_tier
+
+    entries = kernel_entries()
+    for k in kernels:
+        if k not in entries or entries[k].facts is None:
+            modeled = sorted(n for n, e in entries.items() if e.facts is not None)
+            raise InputError(f"unknown kernel {k!r} for --kernel; modeled kernels: {', '.join(modeled)}")
+    layers = _layers(shape, model)
+    rows = [(g, entries[k].scheme, k, name, m, n, kk) for g in gpu_keys for k in kernels for name, n, kk in layers
+            for m in batches]
+    points = pd.DataFrame(rows, columns=["gpu", "scheme", "kernel", "layer", "M", "N", "K"])
+    if group_size is not None:
+        points["group_size"] = group_size
+    named = named_kernel_tier(predict(points, calibrations or None), calibrations, params)
+    frames = [named]
+    if baseline not in set(points["scheme"]):
+        base = points.drop(columns="kernel").drop_duplicates(["gpu", "layer", "M"]).assign(scheme=baseline)
+        frames.insert(0, best_kernel_tier(predict(base, calibrations or None), calibrations, params))
+    else:  # the baseline scheme's first named kernel first: speedup() takes the first baseline row per point
+        frames = [named[named["scheme"] == baseline].drop_duplicates(["gpu", "layer", "M"]), named]
+    pred = speedup(pd.concat(frames, ignore_index=True), baseline, "time_kernel_s")
+    pred = pred.iloc[len(pred) - len(named):].reset_index(drop=True)
+    pred["time_s"] = pred["time_kernel_s"]
+    pred["achieved_bytes_per_s"] = pred["bytes"] / pred["time_s"]
+    pred["baseline"] = baseline
+    return pred
+
+
 def predict_points(gpu_keys: list[str], schemes: list[str], batches: list[int], shape: str | None,
                    model: str | None, baseline: str, group_size: int | None, tier: str,
                    calibrations: dict, params: Any = None) -> pd.DataFrame:
     """Per-GEMM predictions for the CLI: a bare shape, or each distinct layer of a model at M = batch."""
     from models.roofline import speedup
-    from models.workloads import get_model
     from workbench.analysis.kernel_tier import predict_tiers
 
-    if model is not None:
-        layers = [(layer.name, layer.N, layer.K) for layer in get_model(model).layers]
-    else:
-        n, k = cli_args.parse_shape(shape or DEFAULT_SHAPE)
-        layers = [("", n, k)]
+    layers = _layers(shape, model)
     names = schemes if baseline in schemes else [*schemes, baseline]
     rows = [(g, s, name, m, n, k) for g in gpu_keys for s in names for name, n, k in layers for m in batches]
     points = pd.DataFrame(rows, columns=["gpu", "scheme", "layer", "M", "N", "K"])
@@ -170,7 +208,11 @@ def predict_command(
     model: Annotated[str | None, typer.Option("--model", help="an LLM's linear layers, e.g. llama-2-7b")] = None,
     baseline: Annotated[str, typer.Option("--baseline", help="scheme the speedup is relative to")] = "bf16",
     group_size: Annotated[str | None, typer.Option("--group-size", help="group size G (w4a16, w8a16)")] = None,
-    tier: Annotated[str, typer.Option("--tier", help="datasheet | calibrated | floor")] = "datasheet",
+    tier: Annotated[str, typer.Option("--tier", help="datasheet | calibrated | floor | kernel")] = "datasheet",
+    kernel: Annotated[list[str] | None, typer.Option("--kernel", help="with --tier kernel: predict these kernels "
+                                                     "(ours or a vendor library's, e.g. cublas_bf16, trtllm_wo_int4; "
+                                                     "repeatable, comma list) instead of the fastest per scheme")]
+    = None,
     rollup: Annotated[bool, typer.Option("--rollup", help="with --model: time per step and tokens/s")] = False,
     csv: Annotated[str | None, typer.Option("--csv", help="also write the rows to this .csv file (SI units)")] = None,
     data_dir: Annotated[str | None, typer.Option("--data-dir", "--data", help="folder holding calibration/")] = None,
@@ -184,6 +226,11 @@ def predict_command(
         raise InputError("give either --shape or --model, not both")
     if rollup and model is None:
         raise InputError("--rollup needs --model (e.g. --model llama-2-7b)")
+    kernels = cli_args.split_list(kernel, "--kernel")
+    if kernels and tier != "kernel":
+        raise InputError("--kernel needs --tier kernel (the roofline tiers do not model kernels)")
+    if kernels and (rollup or scheme):
+        raise InputError("--kernel names the kernels (and so their schemes): give it without --scheme and --rollup")
     if csv is not None:
         cli_args.csv_path(csv, "--csv")
     gpu_keys, schemes = _resolve_names(gpu, scheme)
@@ -213,10 +260,17 @@ def predict_command(
         return
     from workbench.analysis.kernel_tier import params_for
 
-    pred = predict_points(gpu_keys, schemes, batches, shape, model, baseline, group_size, tier, cals,
-                          params_for(data_dir) if tier == "kernel" else None)
+    if kernels:
+        pred = predict_named_kernels(gpu_keys, list(dict.fromkeys(kernels)), batches, shape, model, baseline,
+                                     group_size, cals, params_for(data_dir))
+    else:
+        pred = predict_points(gpu_keys, schemes, batches, shape, model, baseline, group_size, tier, cals,
+                              params_for(data_dir) if tier == "kernel" else None)
     what = model or (shape or DEFAULT_SHAPE)
     _print_points(pred, tier, f"{what}: predicted time per GEMM ({tier} roofline)")
+    if kernels:  # named kernels a GPU or batch cannot run: why, instead of a time
+        for why in sorted(set(pred.loc[pred["time_kernel_s"].isna(), "kernel_params_source"].astype(str))):
+            print(f"not predicted: {why}")
     if csv is not None:
         cli_args.write_csv(pred[[c for c in POINT_CSV_COLUMNS if c in pred]], cli_args.csv_path(csv, "--csv"))
 
