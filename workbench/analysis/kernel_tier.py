@@ -74,6 +74,13 @@ def shipped_factors() -> TransferFactors | None:
     return load_factors(data_dir() / FACTORS_FILE)
 
 
+def factors_for(root: str | Path | None = None) -> TransferFactors | None:
+    """The transfer factors of a data directory: its own model/transfer-factors.json when it holds one (what
+    `workbench model-fit --transfer --data-dir DIR` writes), else the shipped ones."""
+    own = Path(root) / FACTORS_FILE if root is not None else None
+    return load_factors(own) if own is not None and own.is_file() else shipped_factors()
+
+
 _SHIPPED = object()
 
 

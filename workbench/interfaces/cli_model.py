@@ -41,6 +41,87 @@ def _fmt_summary(summary) -> str:
     return t.to_string(index=False)
 
 
+def _public(root: Path):
+    from workbench.storage.public import load_public
+
+    pub = load_public(root)
+    if pub.empty:
+        raise InputError(f"no public timings under {root}/public; import some with `workbench import FILE "
+                         f"--data-dir {root}`")
+    return pub
+
+
+def fit_transfer(root: Path, reference: str, out: Path | None) -> None:
+    """`model-fit --transfer`: the transfer factors and the library kernels' parameters from the public timings
+    under `root`, anchored on the calibrated `reference` GPU; written atomically to `out`."""
+    from models.hardware import get_gpu, load_calibrations
+    from models.library_kernels import LIBRARY
+    from models.transfer import FACTORS_FILE
+    from models.transfer_fit import fit_factors
+    from workbench.analysis.gpu_check import public_points
+    from workbench.analysis.kernel_tier import kernel_facts, params_for
+    from workbench.storage.store import atomic_write_bytes
+
+    ref = get_gpu(reference).key
+    cal = load_calibrations(root).get(ref)
+    if cal is None:
+        raise InputError(f"no calibration of the reference GPU {ref} under {root}/calibration; run `workbench "
+                         "calibrate` on it or give --reference a calibrated GPU")
+    target = out or root / FACTORS_FILE
+    if target.suffix != ".json":
+        raise InputError(f"--out {target}: give a .json file")
+    pub = _public(root)
+    factors = fit_factors(public_points(pub), ref, cal, kernel_facts(), params_for(root), set(LIBRARY))
+    factors.provenance.update({"public_files": sorted(set(pub["imported_from"].astype(str).map(
+        lambda f: Path(f).name))) if "imported_from" in pub else [], "data_dir": str(root),
+        "reference_calibration": Path(cal.path).name})
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(target, factors.to_json().encode())
+    for kind, table in (("read fraction", factors.read_fraction), ("tensor fraction", factors.tensor_fraction)):
+        for key, f in sorted(table.items()):
+            fit = "" if not f.points else (f"  {f.points} rows, residual median {f.residual_median:+.1%}, p90 "
+                                           f"{f.residual_p90:.1%}")
+            print(f"{kind:15s} {key:7s} {f.value:.3f}  {f.how}{fit}")
+    print(f"wrote the transfer factors and {len(factors.kernels)} library kernels' parameters to {target}",
+          file=sys.stderr)
+
+
+def check_by_gpu(root: Path, csv: Path | None, as_json: bool) -> None:
+    """`model-check --by-gpu`: per GPU and scheme, time and speedup error in and out of sample (gpu_check)."""
+    from workbench.analysis.gpu_check import by_gpu
+    from workbench.analysis.kernel_tier import factors_for, kernel_facts, params_for
+    from workbench.analysis.model_check import check
+    from workbench.interfaces.cli_args import write_csv
+
+    factors = factors_for(root)
+    if factors is None:
+        raise InputError(f"no transfer factors in {root}/model or shipped; run `workbench model-fit --transfer`")
+    measured, cals = _load(root)
+    if factors.reference_gpu not in cals:
+        raise InputError(f"no calibration of the reference GPU {factors.reference_gpu} under {root}/calibration")
+    table = params_for(root)
+    result = by_gpu(_public(root), check(measured, cals, None, table).points, factors.reference_gpu,
+                    cals[factors.reference_gpu], kernel_facts(), table, factors)
+    if as_json:
+        print(json.dumps(result.summary.to_dict(orient="records"), indent=1))
+    else:
+        print("Per GPU and scheme: time |predicted / measured - 1| and speedup over bf16 |predicted / measured - 1|")
+        print(_fmt_by_gpu(result.summary))
+    if csv is not None:
+        write_csv(result.points, csv)
+
+
+def _fmt_by_gpu(summary) -> str:
+    t = summary.copy()
+    for c in ("signed_median", "median_abs", "p90_abs", "speedup_signed_median", "speedup_median_abs",
+              "speedup_p90_abs"):
+        form = "{:+.1%}" if "signed" in c else "{:.1%}"
+        t[c] = t[c].map(lambda v, form=form: "" if v != v else form.format(v))
+    t.columns = ["view", "gpu", "scheme", "n", "signed", "|err|", "p90", "speedup n", "speedup signed",
+                 "speedup |err|", "speedup p90"]
+    return t.to_string(index=False)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("model-fit")
     def model_fit(
@@ -49,6 +130,12 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path, typer.Option("--out", "-o", help="parameter JSON to write")] = None,  # type: ignore
         measurements: Annotated[list[Path], typer.Option("--measurements", help="fit on these measurement files "
                                                          "only (default: all under the data directory)")] = None,  # type: ignore
+        transfer: Annotated[bool, typer.Option("--transfer", help="fit the transfer factors (GPUs never "
+                                               "calibrated) and the library kernels' parameters on the public "
+                                               "timings under DIR/public instead (model/transfer-factors.json)")]
+        = False,
+        reference: Annotated[str, typer.Option("--reference", help="with --transfer: the calibrated GPU the "
+                                               "transfer is anchored on")] = "h200-sxm",
     ) -> None:
         """Estimate the kernel tier's parameters per kernel from L2-cold, unthrottled measurements."""
         from models.kernel_fit import fit_table, param_frame
@@ -57,6 +144,11 @@ def register(app: typer.Typer) -> None:
         from workbench.storage.store import atomic_write_bytes
 
         root = data_dir or default_dir()
+        if transfer:
+            if measurements:
+                raise InputError("--measurements does not apply to --transfer (it fits on DIR/public)")
+            fit_transfer(root, reference, out)
+            return
         target = out or params_path(root)
         if target.suffix != ".json":
             raise InputError(f"--out {target}: give a .json file")
@@ -115,6 +207,9 @@ def register(app: typer.Typer) -> None:
                                                     "saw, checked with the shipped parameters")] = None,  # type: ignore
         csv: Annotated[Path, typer.Option("--csv", help="also write the per-point table (SI units)")] = None,  # type: ignore
         as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+        by_gpu: Annotated[bool, typer.Option("--by-gpu", help="per GPU and scheme, with the public timings under "
+                                             "DIR/public: time and speedup error in sample and leave one GPU "
+                                             "out")] = False,
     ) -> None:
         """Model error per tier, scheme and batch range: in sample, leave-one-shape-out and on held-out files."""
         from models.paths import data_dir as default_dir
@@ -125,6 +220,11 @@ def register(app: typer.Typer) -> None:
         root = data_dir or default_dir()
         if csv is not None and csv.suffix != ".csv":
             raise InputError(f"--csv {csv}: give a .csv file")
+        if by_gpu:
+            if holdout:
+                raise InputError("--holdout does not apply to --by-gpu (every GPU is held out in turn)")
+            check_by_gpu(root, csv, as_json)
+            return
         for h in holdout or []:
             if not h.exists():
                 raise InputError(f"--holdout {h}: no such file")

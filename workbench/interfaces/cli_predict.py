@@ -271,8 +271,23 @@ def predict_command(
     if kernels:  # named kernels a GPU or batch cannot run: why, instead of a time
         for why in sorted(set(pred.loc[pred["time_kernel_s"].isna(), "kernel_params_source"].astype(str))):
             print(f"not predicted: {why}")
+    elif tier == "kernel":
+        for line in _unpredicted(pred):
+            print(f"not predicted: {line}")
     if csv is not None:
         cli_args.write_csv(pred[[c for c in POINT_CSV_COLUMNS if c in pred]], cli_args.csv_path(csv, "--csv"))
+
+
+def _unpredicted(pred: pd.DataFrame) -> list[str]:
+    """Per GPU and scheme with no modeled kernel at some M: one line saying so (the GPU's architecture, the M)."""
+    from models.hardware import get_gpu
+
+    lines = []
+    missing = pred[pred["time_kernel_s"].isna()]
+    for (gpu, scheme), g in missing.groupby(["gpu", "scheme"], sort=False):
+        ms = ", ".join(str(m) for m in sorted(set(g["M"])))
+        lines.append(f"no modeled {scheme} kernel runs on {gpu} (sm_{get_gpu(gpu).cc_int}) at M = {ms}")
+    return lines
 
 
 def _print_columns(title: str, headers: list[tuple[str, str]], rows: list[list[str]], narrow_drop: tuple[str, ...],
