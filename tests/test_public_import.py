@@ -285,3 +285,10 @@ def test_shipped_public_rows_carry_their_provenance():
     assert (df["notes"].str.len() > 0).all() and (df["framework"] != "").all()
     assert df.loc[df["scheme"] == "w4a16", "group_size"].eq(df.loc[df["scheme"] == "w4a16", "K"]).all()
     assert df.loc[df["scheme"] == "fp8", "act_quant_included"].all()
+
+
+def test_every_stored_column_is_documented():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "columns.md").read_text()
+    section = text[text.index("## Imported public timings"):]
+    cells = {c.strip() for line in section.splitlines() if line.startswith("| ") for c in line.split("|")[1].split(",")}
+    assert set(PUBLIC_COLUMNS) <= cells, set(PUBLIC_COLUMNS) - cells
