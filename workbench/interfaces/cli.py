@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "workbench.interfaces.cli_quant_recommend",
     "workbench.interfaces.cli_model",
     "workbench.interfaces.cli_scale",
+    "workbench.interfaces.cli_import",
 )
 
 

@@ -22,6 +22,7 @@ from workbench.storage.locks import store_lock
 from workbench.storage.schema import CALIBRATION_CEILINGS, MEASUREMENT_COLUMNS, SCHEMA_VERSION
 
 MEASUREMENT_SUFFIXES = (".parquet", ".csv")
+PUBLIC_DIR = "public"  # <data dir>/public/: imported public timings (workbench.storage.public), never measurements
 _INT_KINDS = "iu"
 _FLOAT_KINDS = "fiu"
 # What identifies one measured point (the one definition: the profiler's resume, fold_journal, bench/run_diff.py).
@@ -282,7 +283,9 @@ def measurement_files(data_dir_or_files: str | Path | Iterable[str | Path]) -> l
     for item in items:
         if item.is_dir():
             root = item / "measurements" if (item / "measurements").is_dir() else item
-            files += sorted(p for p in root.rglob("*") if p.suffix in MEASUREMENT_SUFFIXES and p.is_file())
+            public = item / PUBLIC_DIR  # a data dir without measurements/: its imported public rows stay out
+            files += sorted(p for p in root.rglob("*") if p.suffix in MEASUREMENT_SUFFIXES and p.is_file()
+                            and public not in p.parents)
         elif item.is_file():
             files.append(item)
         else:

@@ -17,7 +17,16 @@ from typing import Any
 import pandas as pd
 
 from models.errors import InputError
-from workbench.interfaces.dashboard import guard, ids, style, table, views, views_breakdown, views_lessons
+from workbench.interfaces.dashboard import (
+    guard,
+    ids,
+    style,
+    table,
+    views,
+    views_breakdown,
+    views_lessons,
+    views_public,
+)
 from workbench.interfaces.dashboard.data import DashboardData, Frames, UploadRegistry, parse_upload, session_frames
 from workbench.interfaces.dashboard.queries import Selection, control_options, make_selection, status_lines
 from workbench.interfaces.dashboard.uploads import MB, UPLOAD_LIMIT_BYTES, UPLOAD_LIMIT_MB
@@ -120,13 +129,15 @@ def view_figure(state: AppState, view: str, controls: tuple[Any, ...], tokens: A
     if view not in ids.FIGURES:
         raise InputError(f"unknown view {view!r}")
     sel = state.selection(*controls)
-    compare_view = compare_view if compare_view in ("time", "speedup", "roofline") else "time"
+    compare_view = compare_view if compare_view in ids.COMPARE_VIEWS else "time"
     key = (view, sel, state.key(tokens), compare_view if view == "compare" else "")
 
     def build() -> Any:
         frames = state.frames(tokens)
         if not sel.schemes:
             return style.empty_figure("Select at least one scheme.")
+        if view == "compare" and compare_view == "public":
+            return _safe(lambda: views_public.public_view(state.data, sel), "GPU comparison")
         if view == "compare":
             return _safe(lambda: views.compare_view(state.data, frames, sel, compare_view), "GPU comparison")
         return _safe(lambda: BUILDERS[view](state.data, frames, sel), view)

@@ -2,8 +2,10 @@
 
 `load_data(data_dir)` reads measurements (workbench.storage.store), calibrations (models.hardware), joins the comparison
 (workbench.analysis.compare.compare_points), predicts every GPU in the catalogue on a batch grid for the shapes on offer
-(models.roofline.predict — GPUs without measurements get predictions only) and evaluates the hypotheses. Callbacks only
-filter these frames and build figures. Key columns are pandas categoricals so selections are cheap at 10⁵ rows.
+(models.roofline.predict — GPUs without measurements get predictions only), evaluates the hypotheses on our
+measurements only, and predicts the imported public timings (workbench.storage.public), kept in their own frame.
+Callbacks only filter these frames and build figures. Key columns are pandas categoricals so selections are cheap at
+10⁵ rows.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class DashboardData:
     hypotheses: pd.DataFrame  # workbench.analysis.hypotheses.evaluate_all verdict rows ("" frame when unavailable)
     rollups: pd.DataFrame  # models.rollup.rollup for every model × GPU × scheme on BATCH_GRID (all tiers)
     notes: list[str] = field(default_factory=list)  # what could not be loaded, shown on the page
+    # imported public timings (workbench.storage.public; never our measurements) with the predicted tiers of each row
+    public: pd.DataFrame = field(default_factory=pd.DataFrame)
     params: Any = None  # the kernel tier's ParamTable (analysis.kernel_tier.params_for(data_dir)); None: the shipped
     # (model, gpu) -> the kernel tier's roll-up, filled on first use (kernel_rollup): not precomputed, it costs ~2 s
     kernel_rollups: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
@@ -135,6 +139,25 @@ def predict_grid(
     return _categorize(pred.reset_index(drop=True))
 
 
+def public_grid(data_dir: Path, calibrations: dict[str, Any], params: Any = None) -> pd.DataFrame:
+    """The public rows under <data_dir>/public/ (load_public), each with what predict_tiers gives for its (gpu,
+    scheme, M, N, K, group_size): the roofline tiers, time_kernel_s and kernel_predicted."""
+    from workbench.analysis.kernel_tier import predict_tiers
+    from workbench.storage.public import load_public
+
+    public = load_public(data_dir)
+    if public.empty:
+        return public
+    points = public[["gpu", "scheme", "M", "N", "K"]].astype({"gpu": object, "scheme": object})
+    points["group_size"] = public["group_size"].where(public["group_size"] > 0)  # 0: the scheme's own
+    pred = predict_tiers(points, calibrations, table=params)
+    out = public.copy()
+    for col in (*TIER_COLUMNS.values(), "kernel_predicted"):
+        if col in pred.columns:
+            out[col] = pred[col].to_numpy()
+    return _categorize(out.reset_index(drop=True))
+
+
 def rollup_grid(model_keys: list[str], gpu_keys: list[str], calibrations: dict[str, Any]) -> pd.DataFrame:
     """Predicted whole-model decode steps for every model, GPU and scheme (all tiers), one call per model."""
     from models.rollup import rollup
@@ -203,6 +226,11 @@ def build_data(data_dir: str | Path) -> DashboardData:
     batches = tuple(sorted(set(BATCH_GRID) | set(int(m) for m in comparison["M"].unique())))
     predictions = predict_grid(list(gpus), grid_shapes, calibrations, batches, params)
     try:
+        public = public_grid(data_dir, calibrations, params)
+    except (InputError, OSError) as exc:
+        public = pd.DataFrame()
+        notes.append(f"public timings not loaded: {str(exc).splitlines()[0]}")
+    try:
         # evaluated on the newest run of each point: the evaluator keeps only those anyway (best_per_scheme)
         verdicts = _load_hypotheses(data_dir, latest)
     except (InputError, ImportError, OSError) as exc:
@@ -222,6 +250,7 @@ def build_data(data_dir: str | Path) -> DashboardData:
         rollups=rollup_grid(keys, list(gpus), calibrations),
         params=params,
         notes=notes,
+        public=public,
     )
 
 

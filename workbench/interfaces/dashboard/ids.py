@@ -16,6 +16,7 @@ BASELINE = "ctl-baseline"
 TIER = "ctl-tier"
 MODE = "ctl-mode"
 COMPARE_VIEW = "ctl-compare-view"
+COMPARE_VIEWS = ("time", "speedup", "roofline", "public")  # the values of COMPARE_VIEW
 URL = "url"
 
 # status lines

@@ -23,11 +23,9 @@ KERNEL_VIEW_OPTIONS = [
     {"label": "best kernel per scheme", "value": "best"},
     {"label": "every kernel", "value": "all"},
 ]
-COMPARE_OPTIONS = [
-    {"label": "time vs batch", "value": "time"},
-    {"label": "speedup vs batch", "value": "speedup"},
-    {"label": "roofline", "value": "roofline"},
-]
+COMPARE_LABELS = {"time": "time vs batch", "speedup": "speedup vs batch", "roofline": "roofline",
+                  "public": "predicted vs public timings"}  # fmt: skip
+COMPARE_OPTIONS = [{"label": COMPARE_LABELS[v], "value": v} for v in ids.COMPARE_VIEWS]
 TAB_LABELS = {
     "roofline": "Roofline",
     "time": "Time vs batch",

@@ -78,7 +78,7 @@ def decode(search: Any, data: DashboardData) -> dict[str, Any]:
         "tier": set(TIER_COLUMNS),
         "mode": {"cold", "hot"},
         "view": set(ids.TAB_VALUES),
-        "compare": {"time", "speedup", "roofline"},
+        "compare": set(ids.COMPARE_VIEWS),
     }
     out = {}
     for key, raw in parse_qs(search.lstrip("?"), keep_blank_values=False).items():
