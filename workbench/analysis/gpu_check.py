@@ -41,13 +41,39 @@ class GpuCheck:
     summary: pd.DataFrame  # SUMMARY_COLUMNS
 
 
+def model_groups(public: pd.DataFrame) -> pd.Series:
+    """The group size the model's byte accounting takes for each public row: 0 (one scale per row) where the import
+    says per-channel (group_size 0 or K), else the row's group size; NaN where the row has none."""
+    g = pd.to_numeric(public["group_size"], errors="coerce") if "group_size" in public else pd.Series(
+        np.nan, index=public.index)
+    return g.where(g != public["K"], 0.0).astype("float64")
+
+
+def public_predictions(public: pd.DataFrame, calibrations: Mapping[str, Calibration] | None,
+                       table: ParamTable | None = None) -> pd.DataFrame:
+    """Every public row with the roofline tiers and the kernel tier of its own kernel (kernel_predicted names it);
+    a row whose kernel the model does not know gets the fastest modeled kernel of its scheme, as `predict` does."""
+    from models.roofline import predict
+    from workbench.analysis.kernel_tier import best_kernel_tier, kernel_facts, named_kernel_tier
+
+    pts = public[["gpu", "scheme", "M", "N", "K"]].astype({"gpu": object, "scheme": object}).reset_index(drop=True)
+    pts["group_size"] = model_groups(public).to_numpy()
+    pts["kernel"] = public["kernel"].astype(str).map(lambda k: ALIASES.get(k, k)).to_numpy()
+    pred = predict(pts, dict(calibrations) if calibrations else None)
+    known = pred["kernel"].isin(set(kernel_facts())).to_numpy()
+    out = best_kernel_tier(pred, calibrations, table)
+    if known.any():
+        named = named_kernel_tier(pred[known], calibrations, table)
+        for c in named.columns.intersection(out.columns):
+            out.loc[known, c] = named[c].to_numpy()
+    return out
+
+
 def public_points(public: pd.DataFrame) -> pd.DataFrame:
     """Imported public rows as points: kernel aliases resolved, the median over rows of one kernel at one point."""
     df = public.copy()
     df["kernel"] = df["kernel"].astype(str).map(lambda k: ALIASES.get(k, k))
-    if "group_size" not in df:
-        df["group_size"] = np.nan
-    df["group_size"] = pd.to_numeric(df["group_size"], errors="coerce").fillna(-1)  # groupby keeps NaN as -1
+    df["group_size"] = model_groups(df).fillna(-1)  # groupby keeps NaN as -1
     pts = df.groupby(list(POINT_KEY), sort=True)["time_s"].median().reset_index()
     pts["group_size"] = pts["group_size"].where(pts["group_size"] >= 0)
     return with_bytes(pts)

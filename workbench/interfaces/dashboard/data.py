@@ -140,17 +140,16 @@ def predict_grid(
 
 
 def public_grid(data_dir: Path, calibrations: dict[str, Any], params: Any = None) -> pd.DataFrame:
-    """The public rows under <data_dir>/public/ (load_public), each with what predict_tiers gives for its (gpu,
-    scheme, M, N, K, group_size): the roofline tiers, time_kernel_s and kernel_predicted."""
-    from workbench.analysis.kernel_tier import predict_tiers
+    """The public rows under <data_dir>/public/ (load_public), each with its predicted tiers
+    (gpu_check.public_predictions): the roofline tiers, and time_kernel_s of the row's own kernel where the model
+    knows it (the fastest modeled kernel of the scheme elsewhere), kernel_predicted naming it."""
+    from workbench.analysis.gpu_check import public_predictions
     from workbench.storage.public import load_public
 
     public = load_public(data_dir)
     if public.empty:
         return public
-    points = public[["gpu", "scheme", "M", "N", "K"]].astype({"gpu": object, "scheme": object})
-    points["group_size"] = public["group_size"].where(public["group_size"] > 0)  # 0: the scheme's own
-    pred = predict_tiers(points, calibrations, table=params)
+    pred = public_predictions(public, calibrations, params)
     out = public.copy()
     for col in (*TIER_COLUMNS.values(), "kernel_predicted"):
         if col in pred.columns:
