@@ -20,6 +20,7 @@ PROVIDERS = (
     "kernels.tc_gemv",  # the W4A16 GEMV-class kernel on tensor cores, batch 1-16
     "kernels.tc_gemv_q8",  # the FP8 and W8A8 GEMV-class kernels on tensor cores, batch 1-16
     "kernels.tc_gemv_f16",  # the BF16 and FP16 GEMV-class kernels on tensor cores, batch 1-16
+    "kernels.tc_gemv_w8a16",  # the W8A16 GEMV-class kernels on tensor cores, batch 1-32
     "kernels.ladder",  # the W4A16 production-tricks ladder between the chapter's kernel and ours, batch 1-16
     "kernels.tensorcore",  # mma.sync GEMM kernels, batch 16-256
     "kernels.wgmma",  # wgmma GEMM kernels (sm_90a: H100 / H200 only), batch 1-256, preferred from 16
