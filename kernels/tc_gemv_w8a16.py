@@ -64,15 +64,16 @@ class Config:
 # H200 (bench/bench_tc_gemv.py --kernel w8a16_tc_gemv on 22016x4096, 4096x11008, 4096x4096 and 28672x8192, M = 1-64,
 # docs/kernels-tc-gemv.md "The W8A16 GEMVs"): at M <= 8 the 8-bit GEMVs' configuration is fastest or within 2.2 % on
 # all four (16 warps of one chunk each, 2 CTAs per SM); at M 9-16 on 4096-channel layers (1.9 row tiles per SM) 16
-# warps (7.2 / 14.0 us against 8.1-9.1 / 15.5-19.8), on the wide ones 2 row tiles per CTA, 2 CTAs per SM (22016x4096
-# 27.8 against 29.2-36.5 us; 28672x8192 66.7, a tie); at M 17-32 2 row tiles per CTA, 16 warps on 4096 channels
+# warps (7.2 / 14.0 us against 8.1-9.1 / 15.5-19.8), on the wide ones 4 row tiles per CTA of 4 warps, 2 CTAs per SM
+# (second run: 22016x4096 26.6 against 27.8 for 2 row tiles of 8 warps and 29.1-29.2 for 1 or 3; 28672x8192 62.0
+# against 64.0-67.4); at M 17-32 2 row tiles per CTA, 16 warps on 4096 channels
 # (4096x11008 20.5 against 23.0-33.3), 8 on wide layers (22016x4096 45.4 against 46.9-66.8). M 33-64 (8 n-tiles) was
 # 0.49-0.87x cuBLAS bf16 on every shape: x, loaded per row-tile set, then moves more bytes than the weights.
 FEW_TILES_PER_SM = 4
 TABLE: tuple[tuple[int, Columns], ...] = (  # (largest M, columns as kernels.tc_gemv's)
     (8, ((math.inf, Config(nt=1, warps=16, u=1, minb=2)),)),
     (16, ((FEW_TILES_PER_SM, Config(nt=2, warps=16, u=1, minb=1)),
-          (math.inf, Config(nt=2, warps=8, u=1, tiles=2, minb=2)))),
+          (math.inf, Config(nt=2, warps=4, u=1, tiles=4, minb=2)))),
     (32, ((FEW_TILES_PER_SM, Config(nt=4, warps=16, u=1, tiles=2, minb=1)),
           (math.inf, Config(nt=4, warps=8, u=1, tiles=2, minb=2)))),
 )
