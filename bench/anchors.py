@@ -101,12 +101,14 @@ TARGETS = (
 )
 
 
-def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One line per (target, shape, M) measured: value, need, met (None: a side is missing), margin; and one line
-    for the float64 checks of every kernel run."""
+def targets(rows: list[dict[str, Any]], schemes: tuple[str, ...] = SCHEMES) -> list[dict[str, Any]]:
+    """One line per (target of one of `schemes`, shape, M) measured: value, need, met (None: a side is missing),
+    margin; and one line for the float64 checks of every kernel run."""
     fam = family_rows(rows)
     out = []
     for name, scheme, batches, qty, op, need in TARGETS:
+        if scheme not in schemes:
+            continue
         for f in fam:
             if f["scheme"] != scheme or f["M"] not in batches:
                 continue
@@ -349,8 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     print_points(rows)
     print("\n== the W4A16 ladder (docs/kernels-ladder.md): time per rung, speedup over rung 0 ==")
     print("\n".join(ladder_table(rows)))
-    print("== issue 14's targets ==")
-    print("\n".join(format_targets(targets(rows))))
+    print("== issue 14's and 34's targets ==")
+    print("\n".join(format_targets(targets(rows, schemes))))
     print(f"rows: {path}")
     return 0
 
