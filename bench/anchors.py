@@ -13,9 +13,9 @@ In one process on the device, for each shape and batch M:
     and timed by the profiler's loop (workbench.measure.timing.measure: L2-cold rotation, CUDA-graph replays), through
     kernels.registry's runners;
 (c) prints per shape and M each kernel's time and its multiple of its read limit, our best per family over its anchor
-    (W4A16 and BF16 over cuBLAS bf16, FP8 over `_scaled_mm`, W8A8 over `_int_mm`), and at the end the table of issue
-    14's targets, each met / missed with its margin; writes every row to $OUT/anchors.csv (the temp directory
-    without $OUT). The ladder table (docs/kernels-ladder.md) is printed from the same rows.
+    (W4A16, W8A16 and BF16 over cuBLAS bf16, FP8 over `_scaled_mm`, W8A8 over `_int_mm`), and at the end the table
+    of issue 14's and 34's targets, each met / missed with its margin; writes every row to $OUT/anchors.csv (the temp
+    directory without $OUT). The ladder table (docs/kernels-ladder.md) is printed from the same rows.
 Default run: 4 shapes x 9 batches, 628 points (on the H200 272 points took 24 s and 110 took 10 s after compiling);
 --quick: M = 1, 16, 128 on 22016x4096 and 4096x11008.
 The target arithmetic (`family_rows`, `targets`) is plain Python on the rows: tests/test_anchors_cpu.py checks it.
@@ -39,8 +39,9 @@ SHAPES = ((22016, 4096), (4096, 11008), (4096, 4096), (28672, 8192))
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 QUICK_SHAPES = SHAPES[:2]
 QUICK_BATCHES = (1, 16, 128)
-SCHEMES = ("w4a16", "bf16", "fp8", "w8a8")
-ANCHOR = {"w4a16": "cublas_bf16", "bf16": "cublas_bf16", "fp8": "torch_fp8_scaled_mm", "w8a8": "torch_int_mm"}
+SCHEMES = ("w4a16", "bf16", "fp8", "w8a8", "w8a16")
+ANCHOR = {"w4a16": "cublas_bf16", "bf16": "cublas_bf16", "fp8": "torch_fp8_scaled_mm", "w8a8": "torch_int_mm",
+          "w8a16": "cublas_bf16"}
 CHECK_TOL = 2e-2  # rel error above this: the kernel's float64 check failed (it is then never "our best")
 POOL_BYTES = 2 << 30  # the read kernel's buffer
 COLUMNS = ("N", "K", "M", "kernel", "scheme", "role", "time_s", "p10_s", "p90_s", "timing", "rel_err", "check_ok",
@@ -93,15 +94,21 @@ TARGETS = (
     ("W8A8 >= 1.0x _int_mm", "w8a8", tuple(range(1, 257)), "speedup", ">=", 1.0),
     ("BF16 M=1-16 <= cuBLAS time", "bf16", tuple(range(1, 17)), "speedup", ">=", 1.0),
     ("BF16 M=128,256 >= 0.92x cuBLAS", "bf16", (128, 256), "speedup", ">=", 0.92),
+    ("W8A16 M=1-16 >= 1.8x cuBLAS bf16", "w8a16", tuple(range(1, 17)), "speedup", ">=", 1.8),  # issue 34
+    ("W8A16 M=32 >= 1.5x cuBLAS bf16", "w8a16", (32,), "speedup", ">=", 1.5),
+    ("W8A16 M=64 >= 1.1x cuBLAS bf16", "w8a16", (64,), "speedup", ">=", 1.1),
+    ("W8A16 M=128,256 >= 0.95x cuBLAS bf16", "w8a16", (128, 256), "speedup", ">=", 0.95),
 )
 
 
-def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One line per (target, shape, M) measured: value, need, met (None: a side is missing), margin; and one line
-    for the float64 checks of every kernel run."""
+def targets(rows: list[dict[str, Any]], schemes: tuple[str, ...] = SCHEMES) -> list[dict[str, Any]]:
+    """One line per (target of one of `schemes`, shape, M) measured: value, need, met (None: a side is missing),
+    margin; and one line for the float64 checks of every kernel run."""
     fam = family_rows(rows)
     out = []
     for name, scheme, batches, qty, op, need in TARGETS:
+        if scheme not in schemes:
+            continue
         for f in fam:
             if f["scheme"] != scheme or f["M"] not in batches:
                 continue
@@ -344,8 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     print_points(rows)
     print("\n== the W4A16 ladder (docs/kernels-ladder.md): time per rung, speedup over rung 0 ==")
     print("\n".join(ladder_table(rows)))
-    print("== issue 14's targets ==")
-    print("\n".join(format_targets(targets(rows))))
+    print("== issue 14's and 34's targets ==")
+    print("\n".join(format_targets(targets(rows, schemes))))
     print(f"rows: {path}")
     return 0
 

@@ -1,11 +1,11 @@
-"""Device benchmark of the tensor-core GEMVs' configurations (kernels/tc_gemv.py, tc_gemv_q8.py and tc_gemv_f16.py
-`TABLE`), beside their peers.
+"""Device benchmark of the tensor-core GEMVs' configurations (kernels/tc_gemv.py, tc_gemv_q8.py, tc_gemv_f16.py and
+tc_gemv_w8a16.py `TABLE`), beside their peers.
 
     PYTHONPATH=. python3 bench/bench_tc_gemv.py [--kernel w4a16_tc_gemv] [--shapes 22016x4096,...]
         [--batches 1,4,8,16] [--budget 0.1]
 
-For each shape and batch: the kernel (`w4a16_tc_gemv`, `fp8_tc_gemv`, `w8a8_tc_gemv`, `bf16_tc_gemv` or
-`fp16_tc_gemv`) in every column of its table
+For each shape and batch: the kernel (`w4a16_tc_gemv`, `fp8_tc_gemv`, `w8a8_tc_gemv`, `bf16_tc_gemv`,
+`fp16_tc_gemv`, `w8a16_tc_gemv` or `w8a16_bf16_tc_gemv`) in every column of its table
 (by row tiles per SM) and the variants below, and its peers (FAMILIES: our other kernels of the scheme
 and the library kernel it is judged against), each float64-checked on its first input set and timed by the
 profiler's loop (workbench.measure.timing.measure: L2-cold rotation, CUDA-graph replays), and each over the fastest
@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import tc_gemv, tc_gemv_f16, tc_gemv_q8  # noqa: E402
+from kernels import tc_gemv, tc_gemv_f16, tc_gemv_q8, tc_gemv_w8a16  # noqa: E402
 
 SHAPES = ((22016, 4096), (4096, 11008), (4096, 4096), (28672, 8192))
 CHECK_TOL = 2e-3
@@ -66,6 +66,17 @@ _F16_VARIANTS: dict[int, tuple[dict[str, Any], ...]] = {  # a 16-bit chunk is 2 
     2: ({"warps": 8, "u": 2, "minb": 2}, {"warps": 16, "u": 1, "minb": 2}, {"warps": 8, "u": 1, "tiles": 2, "minb": 2},
         {"warps": 4, "u": 2, "minb": 4}, {"warps": 8, "u": 2, "tiles": 2, "minb": 1}),
 }
+_W8A16_VARIANTS: dict[int, tuple[dict[str, Any], ...]] = {  # a chunk is 1 KB per warp and row tile, as the 8-bit
+    1: ({"warps": 8, "u": 2, "minb": 4}, {"warps": 8, "u": 4, "minb": 2}, {"warps": 16, "u": 2, "minb": 2},
+        {"warps": 4, "u": 4, "minb": 8}),
+    2: ({"warps": 16, "u": 2, "minb": 2}, {"warps": 8, "u": 2, "minb": 2}, {"warps": 8, "u": 2, "tiles": 2, "minb": 1},
+        {"warps": 8, "u": 1, "tiles": 1, "minb": 4}, {"warps": 8, "u": 1, "tiles": 4, "minb": 1},
+        {"warps": 4, "u": 1, "tiles": 4, "minb": 2}, {"warps": 8, "u": 1, "tiles": 3, "minb": 2}),
+    4: ({"tiles": 1, "warps": 8, "u": 1, "minb": 2}, {"tiles": 4, "warps": 8, "u": 1, "minb": 1},
+        {"tiles": 2, "warps": 4, "u": 2, "minb": 2}, {"tiles": 2, "warps": 16, "u": 1, "minb": 1}),
+    8: ({"tiles": 1, "warps": 8, "u": 1, "minb": 2}, {"tiles": 2, "warps": 4, "u": 1, "minb": 2},
+        {"tiles": 4, "warps": 4, "u": 1, "minb": 1}, {"tiles": 2, "warps": 8, "u": 2, "minb": 1}),
+}
 FAMILIES: dict[str, Family] = {
     "w4a16_tc_gemv": Family(tc_gemv, ("w4a16_gemv", "wg_w4a16", "cublas_bf16"), (1, 4, 8, 16), _W4_VARIANTS),
     "fp8_tc_gemv": Family(tc_gemv_q8, ("fp8_gemv", "wg_fp8", "torch_fp8_scaled_mm"), (1, 2, 4, 8, 16),
@@ -73,12 +84,15 @@ FAMILIES: dict[str, Family] = {
     "w8a8_tc_gemv": Family(tc_gemv_q8, ("w8a8_gemv", "wg_w8a8", "torch_int_mm"), (1, 2, 4, 8, 16), _Q8_VARIANTS),
     "bf16_tc_gemv": Family(tc_gemv_f16, ("bf16_gemv", "wg_bf16", "cublas_bf16"), (1, 2, 4, 8, 16), _F16_VARIANTS),
     "fp16_tc_gemv": Family(tc_gemv_f16, ("fp16_gemv", "wg_fp16", "cublas_fp16"), (1, 4, 16), _F16_VARIANTS),
+    "w8a16_tc_gemv": Family(tc_gemv_w8a16, ("w8a16_gemv", "cublas_bf16"), (1, 4, 8, 16, 32, 64), _W8A16_VARIANTS),
+    "w8a16_bf16_tc_gemv": Family(tc_gemv_w8a16, ("w8a16_gemv", "cublas_bf16"), (1, 4, 8, 16, 32, 64),
+                                 _W8A16_VARIANTS),
 }
 
 
 def _choose(kernel: str, M: int, N: int = 0, sms: int = 132, **override: Any) -> Any:
     mod = FAMILIES[kernel].module
-    if mod in (tc_gemv_q8, tc_gemv_f16):
+    if mod in (tc_gemv_q8, tc_gemv_f16, tc_gemv_w8a16):
         return mod.choose_config(M, N, sms, kernel, **override)
     return mod.choose_config(M, N, sms, **override)
 
@@ -118,6 +132,8 @@ def _runner(name: str, config: dict[str, Any] | None) -> Any:
         return tc_gemv_q8.TcGemvQ8Runner(registry.get(name), config=config)
     if FAMILIES[name].module is tc_gemv_f16:
         return tc_gemv_f16.TcGemvF16Runner(registry.get(name), config=config)
+    if FAMILIES[name].module is tc_gemv_w8a16:
+        return tc_gemv_w8a16.TcGemvW8A16Runner(registry.get(name), config=config)
     return tc_gemv.TcGemvRunner(registry.get(name), config=config)
 
 

@@ -4,6 +4,13 @@ One path for every kernel: `function` (extern "C" entry points, for the current 
 `arch_function` (template instances or named targets such as sm_90a) both go through `cached_cubin`, so a second
 run pays no NVRTC time and `prewarm` can fill the cache from several processes at once (NVRTC needs no GPU): the
 profiler compiles every kernel a sweep needs that way before it measures anything.
+
+Two ways to build for a device that is not the one here:
+- `ptx_target("compute_80")`: inside the block every kernel loaded is compiled to PTX of that virtual architecture
+  and JIT-compiled by the driver for this device, so an H200 runs the code path an A100 (compute_80) or L40S
+  (compute_89) takes (`__CUDA_ARCH__` < 900); `$WORKBENCH_PTX_TARGET` sets it for a whole process.
+- `planned_device("sm_80", sms)`: `device_arch()` and kernels.launch's SM count answer for that device with no GPU
+  asked, so the runners' `compile_jobs` give the jobs they would compile there (the CPU compile check).
 """
 
 from __future__ import annotations
@@ -11,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -32,18 +41,89 @@ def cu_sources() -> list[Path]:
     return sorted(KERNEL_DIR.glob("*.cu"))
 
 
-@cache
+_PLANNED: list[tuple[str, int]] = []  # planned_device's (arch, SMs), innermost last
+_PTX: list[tuple[str, list[tuple[str, str, Any]]]] = []  # ptx_target's (target, what was loaded), innermost last
+_VIRTUAL = re.compile(r"^compute_\d+[af]?$")
+
+
 def device_arch() -> str:
-    """The current device's real architecture, e.g. "sm_90" (what `function` compiles for)."""
+    """The current device's real architecture, e.g. "sm_90" (what `function` compiles for), or the planned one."""
+    return _PLANNED[-1][0] if _PLANNED else _device_arch()
+
+
+@cache
+def _device_arch() -> str:
     import cupy
 
     return f"sm_{cupy.cuda.Device().compute_capability}"  # CuPy gives "90" for 9.0
 
 
-@cache
+def planned_sms() -> int:
+    """The SM count of the planned device (planned_device), 0 outside one."""
+    return _PLANNED[-1][1] if _PLANNED else 0
+
+
+@contextmanager
+def planned_device(arch: str, sms: int = 132) -> Iterator[None]:
+    """Inside the block `device_arch()` is `arch` ("sm_80") and kernels.launch.device_sms() is `sms`, with no GPU
+    asked: the runners' `compile_jobs` plan for that device."""
+    _PLANNED.append((arch, sms))
+    try:
+        yield
+    finally:
+        _PLANNED.pop()
+
+
+def check_virtual(target: str) -> str:
+    """A virtual architecture such as "compute_80" (or compute_90a); ValueError in one line otherwise."""
+    if not _VIRTUAL.match(target):
+        raise ValueError(f"a PTX target is a virtual architecture such as compute_80 or compute_90a, got {target!r}")
+    return target
+
+
+@contextmanager
+def ptx_target(target: str) -> Iterator[list[tuple[str, str, Any]]]:
+    """Inside the block, every kernel loaded (`function`, `arch_function`, `module`) is compiled to PTX of `target`
+    ("compute_80") and JIT-compiled by the driver for this device: the code path of that older GPU, run here. A
+    request for an architecture-specific target (sm_90a) becomes its own virtual one (compute_90a): that code has no
+    older path. Yields the list of (source, target compiled, loaded function or module) filled inside the block."""
+    loaded: list[tuple[str, str, Any]] = []
+    _PTX.append((check_virtual(target), loaded))
+    try:
+        yield loaded
+    finally:
+        _PTX.pop()
+
+
+def _ptx_default() -> str | None:
+    env = os.environ.get("WORKBENCH_PTX_TARGET", "")
+    return check_virtual(env) if env else None
+
+
+def resolve_target(arch: str) -> str:
+    """What a request for `arch` compiles for: itself, or under ptx_target (or $WORKBENCH_PTX_TARGET) the virtual
+    target (an sm_XXa / sm_XXf request: compute_XXa / compute_XXf)."""
+    target = _PTX[-1][0] if _PTX else _ptx_default()
+    if target is None or not arch.startswith("sm_"):
+        return arch
+    return "compute_" + arch[3:] if arch[-1] in "af" else target
+
+
+def _record(name: str, target: str, obj: Any) -> Any:
+    if _PTX:
+        _PTX[-1][1].append((name, target, obj))
+    return obj
+
+
 def module(name: str, extra_options: tuple[str, ...] = ()) -> Any:
     """The CuPy RawModule of kernels/<name> with every extern "C" entry, for the current device (via the cache)."""
-    cubin, _ = cached_cubin(name, "module", device_arch(), extra_options)  # any plain name: one cubin per module
+    target = resolve_target(device_arch())
+    return _record(name, target, _module(name, target, extra_options))
+
+
+@cache
+def _module(name: str, target: str, extra_options: tuple[str, ...]) -> Any:
+    cubin, _ = cached_cubin(name, "module", target, extra_options)  # any plain name: one cubin per module
     return _loaded(str(cubin))
 
 
@@ -65,7 +145,8 @@ def _cache_entry(name: str, expression: str, arch: str,
         key.update(header.read_bytes())
     key.update("\0".join(opts + ("" if expression.isidentifier() else expression,)).encode())
     stem = _cubin_cache_dir() / key.hexdigest()[:24]
-    return stem.with_suffix(".cubin"), stem.with_suffix(".json"), opts, source
+    image = stem.with_suffix(".ptx" if arch.startswith("compute_") else ".cubin")
+    return image, stem.with_suffix(".json"), opts, source
 
 
 def _is_cached(name: str, expression: str, arch: str, extra_options: tuple[str, ...] = ()) -> bool:
@@ -79,9 +160,9 @@ def _cubin_cache_dir() -> Path:
 
 def cached_cubin(name: str, expression: str, arch: str, extra_options: tuple[str, ...] = ()) -> tuple[Path, str]:
     """(cubin path, mangled entry name) of template instance `expression` of kernels/<name> compiled for `arch` by
-    kernels.nvrtc (no GPU needed). Cubins are cached on disk ($WORKBENCH_CUBIN_CACHE, else ~/.cache/...) by a hash of
-    the source, every header of kernels/, the options and the expression; a compile error raises RuntimeError with
-    NVRTC's log."""
+    kernels.nvrtc (no GPU needed; a virtual compute_XX arch gives a .ptx file). Cubins are cached on disk
+    ($WORKBENCH_CUBIN_CACHE, else ~/.cache/...) by a hash of the source, every header of kernels/, the options and
+    the expression; a compile error raises RuntimeError with NVRTC's log."""
     from kernels import nvrtc
 
     cubin, meta, opts, source = _cache_entry(name, expression, arch, extra_options)
@@ -100,11 +181,17 @@ def cached_cubin(name: str, expression: str, arch: str, extra_options: tuple[str
     return cubin, json.loads(meta.read_text())[expression]
 
 
-@cache
 def arch_function(name: str, expression: str, arch: str, extra_options: tuple[str, ...] = ()) -> Any:
     """Template instance `expression` (or extern "C" entry) of kernels/<name>, compiled for `arch` (sm_90, or an
-    architecture-specific target such as sm_90a, which wgmma needs) by `cached_cubin`, loaded into CuPy."""
-    cubin, lowered = cached_cubin(name, expression, arch, extra_options)
+    architecture-specific target such as sm_90a, which wgmma needs; under ptx_target, PTX: resolve_target) by
+    `cached_cubin`, loaded into CuPy."""
+    target = resolve_target(arch)
+    return _record(name, target, _arch_function(name, expression, target, extra_options))
+
+
+@cache
+def _arch_function(name: str, expression: str, target: str, extra_options: tuple[str, ...]) -> Any:
+    cubin, lowered = cached_cubin(name, expression, target, extra_options)
     return _loaded(str(cubin)).get_function(lowered)
 
 
@@ -129,7 +216,8 @@ def _compile_job(job: Job) -> str:
 def prewarm(jobs: Iterable[Job], workers: int | None = None) -> tuple[int, list[str]]:
     """Compile every job not yet in the cubin cache, in parallel processes (NVRTC needs no GPU); returns how many
     were compiled and one line per compile that failed (the kernel's first use raises the full NVRTC log)."""
-    by_cubin = {_cache_entry(*j)[0]: j for j in sorted(set(jobs))}  # extern "C" entries of one module: one compile
+    jobs = {(src, expr, resolve_target(arch), opts) for src, expr, arch, opts in jobs}  # what loading will compile
+    by_cubin = {_cache_entry(*j)[0]: j for j in sorted(jobs)}  # extern "C" entries of one module: one compile
     todo = [j for j in by_cubin.values() if not _is_cached(*j)]
     n = max(1, min(len(todo), workers or (os.cpu_count() or 1)))
     if n == 1:

@@ -1,4 +1,5 @@
-"""Compile every kernels/*.cu for sm_80 and sm_90 with NVRTC, on a machine without a GPU (CI).
+"""Compile every kernels/*.cu for sm_80 and sm_90 with NVRTC, on a machine without a GPU (CI); and every option set
+the registered kernels' launchers really compile (`launcher_jobs`), for each kernel's declared minimum architecture.
 
 NVRTC is called directly through ctypes (kernels.nvrtc: where the library and the CUDA headers are looked for), so
 neither CuPy nor cuda-bindings is needed.
@@ -13,10 +14,11 @@ from __future__ import annotations
 
 import ctypes
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernels import nvrtc
+from kernels import build, nvrtc
 from kernels.build import KERNEL_DIR, NVRTC_OPTIONS, cu_sources
 
 DEFAULT_ARCHS = ("sm_80", "sm_90")
@@ -79,6 +81,50 @@ def check_all(archs: tuple[str, ...] = DEFAULT_ARCHS, extra_options: tuple[str, 
         for arch in targets(path, archs):
             results.append(compile_source(path, arch, file_opts + extra_options))
     return results
+
+
+# Layers whose row tiles (16 channels) per SM span every column of the launch tables on 132 SMs (0.7 to 15 per SM),
+# with K of one to several 4096-wide passes, at every batch 1-256.
+LAUNCH_SHAPES = ((1536, 8960), (4096, 4096), (4096, 11008), (5120, 5120), (8192, 8192), (12288, 4096),
+                 (22016, 4096), (28672, 8192))
+LAUNCH_BATCHES = tuple(range(1, 257))
+
+JobGroup = tuple[str, str, tuple[str, ...]]  # (source, arch, options): one NVRTC compile
+
+
+def launcher_jobs(sms: int = 132) -> dict[JobGroup, set[str]]:
+    """Per (source, arch, options), the entries or template expressions the registered NVRTC kernels' runners
+    compile (their `compile_jobs`) on a device of each kernel's declared minimum architecture (kernels.build.
+    planned_device: sm_{min_cc}, `sms` SMs; sm_90a kernels name their own target) over LAUNCH_SHAPES and
+    LAUNCH_BATCHES; what the kernel refuses is left out. Plain Python: no GPU, no CuPy."""
+    from kernels import registry
+    from models.errors import InputError
+
+    groups: dict[JobGroup, set[str]] = defaultdict(set)
+    for spec in registry.specs():
+        if spec.backend != "nvrtc":
+            continue
+        with build.planned_device(f"sm_{spec.min_cc}", sms):
+            runner = registry.runner(spec.name)
+            for N, K in LAUNCH_SHAPES:
+                for M in LAUNCH_BATCHES:
+                    if not spec.m_min <= M <= spec.m_max:
+                        continue
+                    try:
+                        jobs = runner.compile_jobs(M, N, K)
+                    except InputError:
+                        continue
+                    for source, expression, arch, options in jobs:
+                        groups[(source, arch, tuple(options))].add(expression)
+    return dict(groups)
+
+
+def compile_group(group: JobGroup, expressions: set[str]) -> CompileResult:
+    """One launcher group compiled as its runner compiles it: template instances as name expressions (extern "C"
+    entries need none: one compile holds them all)."""
+    source, arch, options = group
+    exprs = tuple(sorted(e for e in expressions if not e.isidentifier()))
+    return compile_source(KERNEL_DIR / source, arch, options, exprs)
 
 
 def main() -> int:

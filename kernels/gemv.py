@@ -78,9 +78,10 @@ SPECS: tuple[KernelSpec, ...] = (
                "chunks; zero point stored as 8 bits in the layout (4 counted by models.schemes)"),
     KernelSpec("w8a8_gemv", "w8a8", "nvrtc", "optimized", _RUN, source="gemv_w8a8.cu", entry="gemv_w8a8",
                geometry=_GEOM, notes="dp4a int8 x int8 -> int32; fp16 per-row and fp32 per-token scales; K % 16 == 0"),
-    KernelSpec("fp8_gemv", "fp8", "nvrtc", "optimized", _RUN, source="gemv_fp8.cu", entry="gemv_fp8", min_cc=89,
+    KernelSpec("fp8_gemv", "fp8", "nvrtc", "optimized", _RUN, source="gemv_fp8.cu", entry="gemv_fp8",
                geometry=_GEOM, notes="weight-only: e4m3 weights (per-channel fp32 scale) -> fp16 by the hardware "
-               "cvt, fp16 activations (models.schemes counts e4m3 activations: M*K bytes fewer); K % 16 == 0"),
+               "cvt (sm_89 on; cuda_fp8.h converts in software below), fp16 activations (models.schemes counts "
+               "e4m3 activations: M*K bytes fewer); K % 16 == 0"),
 )
 
 
@@ -379,6 +380,7 @@ def make_runner(spec: KernelSpec, group_size: int | None = None) -> GemvRunner:
 # What the kernel-aware model needs (models.kernel_terms): CUDA-core products per batch row, M padded to MB_BINS,
 # the conversion each kernel runs per weight.
 _DEQUANT = {"gemv_w4_ref": "w4", "w4a16_gemv": "w4", "w8a16_gemv": "w8", "fp8_gemv": "e4m3"}
-SPECS = tuple(replace(s, facts=KernelFacts("gemv", "cuda_core", _DEQUANT.get(s.name, "none"),
+# Every CUDA-core GEMV runs from compute_75 PTX (tests/test_ptx_gpu.py): min_cc 75.
+SPECS = tuple(replace(s, min_cc=75, facts=KernelFacts("gemv", "cuda_core", _DEQUANT.get(s.name, "none"),
                                            m_tiles_from(mb_for, range(1, MB_BINS[-1] + 1)), cuda_core_rows=True))
               for s in SPECS)

@@ -64,7 +64,7 @@ _FACTS = KernelFacts("gemv", "cuda_core", "w4", m_tiles_from(gemv.mb_for, range(
 
 def _spec(rung: Rung) -> KernelSpec:
     name = rung.kernels[0]
-    return KernelSpec(name, "w4a16", "nvrtc", "ladder", _RUN, m_max=gemv.MB_BINS[-1], source=SOURCE,
+    return KernelSpec(name, "w4a16", "nvrtc", "ladder", _RUN, m_max=gemv.MB_BINS[-1], min_cc=75, source=SOURCE,
                       entry=DEFS[name].entry, geometry=_GEOM, facts=_FACTS,
                       notes=f"ladder rung {rung.index} ({rung.trick}): adds {rung.adds}; G=128 by default, "
                       "K % 32 == 0")

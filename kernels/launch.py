@@ -96,7 +96,9 @@ def bound_problem(inputs: problems.Inputs, xs: tuple[Any, ...], ws: tuple[Any, .
 
 
 def device_sms() -> int:
-    """SMs of the current device."""
+    """SMs of the current device (of the planned one inside kernels.build.planned_device)."""
+    if build.planned_sms():
+        return build.planned_sms()
     import cupy
 
     return _sms(cupy.cuda.Device().id)

@@ -23,7 +23,7 @@ from pathlib import Path
 class Compiled:
     ok: bool
     log: str
-    cubin: bytes = b""
+    cubin: bytes = b""  # the image: a cubin, or PTX text (NUL-terminated) for a virtual compute_XX target
     lowered: dict[str, str] = field(default_factory=dict)  # name expression -> mangled entry name
 
 
@@ -73,7 +73,8 @@ def include_dir() -> str | None:
 def compile_cubin(source: bytes, name: str, options: tuple[str, ...],
                   name_expressions: tuple[str, ...] = ()) -> Compiled:
     """Compile `source` with `options` (which name the target, e.g. --gpu-architecture=sm_90a); never raises for a
-    compile error (ok=False and the log)."""
+    compile error (ok=False and the log). For a virtual target (--gpu-architecture=compute_80) the image returned
+    in `cubin` is PTX text, which the driver JIT-compiles for the device it is loaded on."""
     lib = library()
     lib.nvrtcGetLoweredName.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)]
     prog = ctypes.c_void_p()
@@ -92,10 +93,13 @@ def compile_cubin(source: bytes, name: str, options: tuple[str, ...],
         log = buf.value.decode(errors="replace")
         if rc:
             return Compiled(False, log)
-        lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+        virtual = any(o.startswith("--gpu-architecture=compute_") for o in options)
+        get_size, get = ((lib.nvrtcGetPTXSize, lib.nvrtcGetPTX) if virtual
+                         else (lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN))
+        get_size(prog, ctypes.byref(size))
         cubin = ctypes.create_string_buffer(size.value)
-        if size.value == 0 or lib.nvrtcGetCUBIN(prog, cubin):
-            return Compiled(False, log + "\nno cubin (the target must be a real sm_XX architecture)")
+        if size.value == 0 or get(prog, cubin):
+            return Compiled(False, log + "\nno image (the target must be an sm_XX or compute_XX architecture)")
         lowered = {}
         for expr in name_expressions:
             out = ctypes.c_char_p()

@@ -44,3 +44,13 @@ def unpack_q8_tc(words: Any, N: int, xp: ModuleType = np) -> Any:
     b = words.view(xp.uint8).reshape(T, C, 2, 8, 4, 2, 2, 4)
     inverse = tuple(int(i) for i in np.argsort(_ORDER))
     return xp.ascontiguousarray(b.transpose(inverse)).reshape(T * ROWS, C * CHUNK)[:N]
+
+
+def pack_w8a16_tc(codes: Any, xp: ModuleType = np) -> Any:
+    """The W8A16 tensor-core GEMV's words (kernels/gemv_w8a16_tc.cu) from int8 codes [N, K]: pack_q8_tc's fragment
+    order with every byte stored as q ^ 0x80 (= q + 128 as an unsigned byte, what the kernel's magic-number conversion
+    reads); the channels past N hold q = 0."""
+    codes = xp.asarray(codes)
+    if codes.dtype != xp.int8:
+        raise InputError(f"W8A16 codes must be int8, got dtype {codes.dtype}")
+    return pack_q8_tc(codes, xp) ^ xp.uint32(0x80808080)

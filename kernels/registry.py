@@ -20,12 +20,23 @@ PROVIDERS = (
     "kernels.tc_gemv",  # the W4A16 GEMV-class kernel on tensor cores, batch 1-16
     "kernels.tc_gemv_q8",  # the FP8 and W8A8 GEMV-class kernels on tensor cores, batch 1-16
     "kernels.tc_gemv_f16",  # the BF16 and FP16 GEMV-class kernels on tensor cores, batch 1-16
+    "kernels.tc_gemv_w8a16",  # the W8A16 GEMV-class kernels on tensor cores, batch 1-32
     "kernels.ladder",  # the W4A16 production-tricks ladder between the chapter's kernel and ours, batch 1-16
     "kernels.tensorcore",  # mma.sync GEMM kernels, batch 16-256
     "kernels.wgmma",  # wgmma GEMM kernels (sm_90a: H100 / H200 only), batch 1-256, preferred from 16
     "kernels.wg_fp8_block",  # FP8 with 128x128 block scales (DeepSeek-V3 style), wgmma, sm_90a
     "kernels.peers",  # cuBLAS through CuPy, torch's kernels
 )
+
+
+# What ties a kernel to its minimum compute capability (KernelSpec.min_cc), the one line a GPU below it is told.
+# tests/test_ptx_gpu.py runs every kernel from PTX of its min_cc and checks that it fails from the one below.
+NEEDS: dict[int, str] = {
+    75: "CUDA-core code only",
+    80: "mma.sync m16n8k16 with f16/bf16/s8 operands, bf16 and cp.async",
+    89: "e4m3 conversions and mma.sync",
+    90: "wgmma, TMA and thread-block clusters: sm_90a code",
+}
 
 
 @dataclass(frozen=True)
@@ -38,7 +49,7 @@ class KernelSpec:
     m_min: int = 1
     m_max: int = 16
     prefer_from: int | None = None  # without measurements, the dispatcher prefers it from this batch (m_min)
-    min_cc: int = 80  # 80 = sm_80
+    min_cc: int = 80  # 80 = sm_80: the oldest architecture whose PTX runs it (a key of NEEDS)
     max_cc: int | None = None  # architecture-specific code (sm_90a: 90) runs on that compute capability only
     source: str | None = None  # file name in kernels/, for nvrtc kernels
     entry: str | None = None  # extern "C" __global__ name
@@ -48,6 +59,16 @@ class KernelSpec:
 
     def supports(self, M: int, cc: int | None = None) -> bool:
         return self.m_min <= M <= self.m_max and (cc is None or self.min_cc <= cc <= (self.max_cc or cc))
+
+    def unsupported(self, cc: int) -> str:
+        """Why this kernel cannot run on compute capability `cc` (e.g. 75), in one line; "" when it can."""
+        if self.min_cc <= cc <= (self.max_cc or cc):
+            return ""
+        span = f"sm_{self.min_cc}" + ("" if self.max_cc is None else
+                                      " only" if self.max_cc == self.min_cc else f" to sm_{self.max_cc}")
+        why = NEEDS.get(self.min_cc, "") if self.backend == "nvrtc" else f"a {self.backend} library kernel"
+        why = why or f"declared min_cc {self.min_cc}"
+        return f"{self.name} needs {span} ({why}); this GPU is sm_{cc}"
 
 
 @dataclass

@@ -206,7 +206,12 @@ def ktiles_of(scheme: str, K: int, cfg: TileConfig) -> int:
 
 
 def device_sms() -> int:
-    """The current device's SM count, 0 where no GPU can be asked (NVRTC jobs are planned without one)."""
+    """The current device's SM count (the planned one's inside kernels.build.planned_device), 0 where no GPU can be
+    asked (NVRTC jobs are planned without one)."""
+    from kernels import build
+
+    if build.planned_sms():
+        return build.planned_sms()
     try:
         import cupy
 

@@ -99,3 +99,15 @@ def test_bad_options_exit_2_with_one_line(argv, capsys):
     assert anchors.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("anchors: ") and "\n" not in err
+
+
+def test_w8a16_targets_and_the_scheme_filter():
+    rows = [row("cublas_bf16", "bf16", "peer", M, 46.0) for M in (1, 32, 64)]
+    rows += [row("w8a16_tc_gemv", "w8a16", "optimized", 1, 23.0),  # 46 / 23 = 2.0x: met (need 1.8)
+             row("w8a16_tc_gemv", "w8a16", "optimized", 32, 46.0)]  # 1.0x: missed (need 1.5), margin 1/1.5 - 1
+    lines = {(t["target"], t["M"]): t for t in anchors.targets(rows, ("w8a16",))}
+    assert lines[("W8A16 M=1-16 >= 1.8x cuBLAS bf16", 1)]["met"] is True
+    assert lines[("W8A16 M=32 >= 1.5x cuBLAS bf16", 32)]["met"] is False
+    assert math.isclose(lines[("W8A16 M=32 >= 1.5x cuBLAS bf16", 32)]["margin"], 1 / 1.5 - 1)
+    assert lines[("W8A16 M=64 >= 1.1x cuBLAS bf16", 64)]["met"] is None  # no W8A16 kernel runs M = 64
+    assert not any(name.startswith(("W4A16", "BF16")) for name, _ in lines)

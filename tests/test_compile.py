@@ -37,6 +37,34 @@ def test_gemv_configs_compile(options):
             assert r.ok, f"{path.name} {options}:\n{r.log}"
 
 
+_GROUPS = sorted(compile_check.launcher_jobs().items())
+
+
+@pytest.mark.parametrize(("group", "expressions"), _GROUPS,
+                         ids=[f"{src}-{arch}-{' '.join(o.removeprefix('-D') for o in opts)}"
+                              for (src, arch, opts), _ in _GROUPS])
+def test_every_launcher_option_set_compiles_for_its_minimum_architecture(group, expressions):
+    """Each (source, options) a registered kernel's runner compiles at some batch and layer of the launch tables,
+    for that kernel's declared minimum architecture (sm_75 for the CUDA-core GEMVs, sm_80, sm_89, sm_90a)."""
+    _nvrtc_or_skip()
+    r = compile_check.compile_group(group, expressions)
+    assert r.ok, f"{group} ({len(expressions)} entries) failed to compile:\n{r.log}"
+
+
+def test_launcher_jobs_cover_every_table_column_and_kernel():
+    from kernels import registry, tc_gemv_w8a16
+
+    groups = compile_check.launcher_jobs()
+    sources = {src for src, _, _ in groups}
+    assert sources == {s.source for s in registry.specs() if s.backend == "nvrtc"}
+    w8 = {opts for (src, arch, opts) in groups if src == "gemv_w8a16_tc.cu"}
+    for bf16 in (False, True):
+        for _, columns in tc_gemv_w8a16.TABLE:
+            assert all(cfg.options(bf16) in w8 for _, cfg in columns)
+    assert {arch for (src, arch, _) in groups if src == "gemv_q8_tc.cu"} == {"sm_80", "sm_89"}
+    assert {arch for (src, arch, _) in groups if src.startswith("wg_")} == {"sm_90a"}
+
+
 def test_broken_kernel_fails_with_log(tmp_path):
     _nvrtc_or_skip()
     bad = tmp_path / "bad.cu"
@@ -134,3 +162,43 @@ def test_cached_cubin_compiles_once_and_reports_errors(tmp_path, monkeypatch):
     assert cubin.stat().st_mtime_ns == stamp  # served from the cache
     with pytest.raises(RuntimeError, match="NVRTC could not compile"):
         build.cached_cubin("wg_gemm_w4a16.cu", "wg_gemm_w4a16<16, 1, 2, 1>", "sm_90a")  # static_assert: 2+ stages
+
+
+def test_a_virtual_target_gives_ptx_of_that_architecture():
+    """The PTX build path: compute_80 compiles to PTX text for .target sm_80 (the driver JIT-compiles it on the GPU),
+    cached as .ptx beside the cubins."""
+    from kernels import build, nvrtc
+    from kernels.build import source_path
+
+    _nvrtc_or_skip()
+    r = compile_check.compile_source(source_path("gemv_w8a16_tc.cu"), "compute_80", ("-DTCW_NT=2",))
+    assert r.ok, r.log
+    compiled = nvrtc.compile_cubin(source_path("gemv_w8a16_tc.cu").read_bytes(), "gemv_w8a16_tc.cu", r.options)
+    text = compiled.cubin.decode(errors="replace")
+    assert ".target sm_80" in text and "mma.sync.aligned.m16n8k16" in text and ".entry gemv_w8a16_tc" in text
+    path, entry = build.cached_cubin("gemv_w8a16_tc.cu", "gemv_w8a16_tc", "compute_80", ("-DTCW_NT=2",))
+    assert path.suffix == ".ptx" and entry == "gemv_w8a16_tc"
+
+
+def test_ptx_target_maps_every_request_and_records_loads():
+    from kernels import build
+
+    assert build.resolve_target("sm_90") == "sm_90"
+    with build.ptx_target("compute_80") as loaded:
+        assert build.resolve_target("sm_90") == "compute_80" and build.resolve_target("sm_89") == "compute_80"
+        assert build.resolve_target("sm_90a") == "compute_90a"  # architecture-specific code has no older path
+        with build.ptx_target("compute_89"):
+            assert build.resolve_target("sm_90") == "compute_89"
+        assert build.resolve_target("sm_90") == "compute_80" and loaded == []
+    assert build.resolve_target("sm_90") == "sm_90"
+    with pytest.raises(ValueError, match="virtual architecture such as compute_80"):
+        with build.ptx_target("sm_80"):
+            pass
+
+
+def test_planned_device_answers_for_an_absent_gpu():
+    from kernels import build, launch, tensorcore
+
+    with build.planned_device("sm_80", 108):
+        assert build.device_arch() == "sm_80" and launch.device_sms() == 108 == tensorcore.device_sms()
+    assert build.planned_sms() == 0

@@ -16,6 +16,7 @@ from workbench.measure.profiler import (
     plan,
     run_sweep,
     select_kernels,
+    unsupported,
 )
 from workbench.measure.timing import TimingConfig
 from workbench.storage import store
@@ -42,6 +43,23 @@ def test_plan_respects_supported_batches():
     assert plan([FAKE_SPEC], SHAPES, [1], cc=70) == []  # below min_cc
     with pytest.raises(InputError):
         plan([FAKE_SPEC], SHAPES, [0], cc=90)
+
+
+def test_kernels_a_gpu_cannot_run_are_skipped_with_one_line_each():
+    """On sm_75 (a T4) the CUDA-core GEMVs run and the tensor-core kernels are left out, each with its reason."""
+    from kernels import registry
+
+    specs = [registry.get(n) for n in ("fp16_gemv", "w8a16_gemv", "w8a16_tc_gemv", "fp8_tc_gemv", "wg_bf16")]
+    points = plan(specs, SHAPES, [1, 16], cc=75)
+    assert {p.spec.name for p in points} == {"fp16_gemv", "w8a16_gemv"}
+    lines = unsupported(specs, 75)
+    assert [line.split()[0] for line in lines] == ["w8a16_tc_gemv", "fp8_tc_gemv", "wg_bf16"]
+    assert all("\n" not in line and line.endswith("this GPU is sm_75") for line in lines)
+    assert "needs sm_80 (mma.sync m16n8k16" in lines[0] and "needs sm_89 (e4m3" in lines[1]
+    assert "needs sm_90 only" in lines[2]
+    assert unsupported(specs, 90) == [] and unsupported(specs, None) == []
+    assert unsupported([registry.get("wg_bf16")], 100) == ["wg_bf16 needs sm_90 only (wgmma, TMA and thread-block "
+                                                           "clusters: sm_90a code); this GPU is sm_100"]
 
 
 def test_unknown_names_are_input_errors():

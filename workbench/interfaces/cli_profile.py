@@ -32,6 +32,7 @@ from workbench.measure.profiler import (
     plan,
     run_sweep,
     select_kernels,
+    unsupported,
 )
 from workbench.measure.timing import TimingConfig
 from workbench.storage import locks, store
@@ -144,9 +145,13 @@ def profile(
     # not sit on the GPU): a second sweep is refused naming the holder, or waits with --wait
     locks.hold_sweep(env.gpu_uuid, out, wait=wait, on_wait=lambda m: print(m, file=sys.stderr))
     points = plan(specs, shapes, batches, env.cc)
+    skipped = unsupported(specs, env.cc)
     if not points:
         cc = env.compute_capability
-        raise InputError(f"no selected kernel supports batches {batches} on compute capability {cc}")
+        why = f" ({skipped[0]}{'; ...' if len(skipped) > 1 else ''})" if skipped else ""
+        raise InputError(f"no selected kernel supports batches {batches} on compute capability {cc}{why}")
+    for line in skipped:
+        print(f"skipped: {line}")
     from workbench.measure.environment import free_device_bytes
 
     check_memory(points, free_device_bytes(), env.l2_bytes, cfg)

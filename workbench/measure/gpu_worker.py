@@ -135,7 +135,7 @@ class CudaBackend:
     def sweep(self, task: WorkerTask, log: Callable[[str], None]) -> dict[str, Any]:
         from workbench.measure.environment import detect, free_device_bytes, require_gpu
         from workbench.measure.nvml import NvmlSampler
-        from workbench.measure.profiler import calibration_clock, check_memory, run_sweep
+        from workbench.measure.profiler import calibration_clock, check_memory, run_sweep, unsupported
         from workbench.measure.timing import CudaTimer
 
         require_gpu()
@@ -146,6 +146,8 @@ class CudaBackend:
                                                                                          env.gpu_uuid):
             calibrate_apart(task.calibration_dir, log)
         points = [p for p in task.points if p.spec.supports(p.M, env.cc)]
+        for line in unsupported({p.spec.name: p.spec for p in task.points}.values(), env.cc):
+            log(f"skipped: {line}")
         check_memory(points, free_device_bytes(), env.l2_bytes, task.cfg)
         result = run_sweep(points, task.out, env, cfg=task.cfg, timer=CudaTimer(use_graph=self.use_graph),
                            sampler=NvmlSampler(uuid=env.gpu_uuid or None),

@@ -125,6 +125,12 @@ def plan(specs: Iterable[KernelSpec], shapes: Iterable[Shape], batches: Iterable
     return [Point(s, sh, int(m)) for s in specs for sh in shapes for m in batches if s.supports(int(m), cc)]
 
 
+def unsupported(specs: Iterable[KernelSpec], cc: int | None) -> list[str]:
+    """One line per kernel that compute capability `cc` cannot run (KernelSpec.unsupported): what the sweep prints
+    as skipped (plan leaves their points out)."""
+    return [] if cc is None else [line for s in specs if (line := s.unsupported(cc))]
+
+
 def point_key(gpu_uuid: str, spec_name: str, scheme: str, layer: str, M: int, N: int, K: int, mode: str,
               group_size: int) -> tuple:
     """A point's identity, in the order of store.POINT_KEY (the one definition of which columns make it)."""
