@@ -281,9 +281,13 @@ def load_hypotheses(paths: str | Path | Iterable[str | Path]) -> list[Hypothesis
     return out
 
 
-def default_files(data_dir: str | Path) -> list[Path]:
-    """The hypothesis files shipped in a data directory: <data_dir>/hypotheses/*.toml."""
-    return sorted((Path(data_dir) / "hypotheses").glob("*.toml"))
+def default_files(data_dir: str | Path | None = None) -> list[Path]:
+    """The hypothesis files of a data directory (<data_dir>/hypotheses/*.toml) when it holds any, else the shipped
+    catalogue's (models.paths.catalogue_dir)."""
+    from models.paths import catalogue_dir
+
+    own = sorted((Path(data_dir) / "hypotheses").glob("*.toml")) if data_dir is not None else []
+    return own or sorted((catalogue_dir() / "hypotheses").glob("*.toml"))
 
 
 # ---------------------------------------------------------------------------------------------------- data checks
@@ -348,12 +352,10 @@ def evaluate_all(
     workbench.analysis.hypothesis_eval).
 
     Either pass `hypotheses` and a `comparison` (from compare_points), or let it load: `hypotheses` default to
-    <data_dir>/hypotheses/*.toml, and `comparison` is built from `measurements` and `calibrations`. Returns one row
+    default_files(data_dir), and `comparison` is built from `measurements` and `calibrations`. Returns one row
     per (hypothesis, GPU, source) with `workbench.analysis.hypothesis_eval.RESULT_COLUMNS`.
     """
     if hypotheses is None:
-        if data_dir is None:
-            raise InputError("evaluate_all needs hypotheses or a data_dir holding hypotheses/*.toml")
         hypotheses = load_hypotheses(default_files(data_dir))
     if comparison is None:
         from workbench.analysis.compare import compare_points, empty_comparison

@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 
 from models.errors import InputError
+from workbench.interfaces import cli_args
 
 
 def _load(data_dir: Path, files: list[Path] | None = None):
@@ -44,22 +45,21 @@ def _fmt_summary(summary) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("model-fit")
     def model_fit(
-        data_dir: Annotated[Path, typer.Option("--data-dir", help="data directory (measurements/, calibration/)")] =
-        None,  # type: ignore[assignment]
+        data_dir: cli_args.DataDirOpt = None,
         out: Annotated[Path, typer.Option("--out", "-o", help="parameter JSON to write")] = None,  # type: ignore
         measurements: Annotated[list[Path], typer.Option("--measurements", help="fit on these measurement files "
                                                          "only (default: all under the data directory)")] = None,  # type: ignore
     ) -> None:
         """Estimate the kernel tier's parameters per kernel from L2-cold, unthrottled measurements."""
         from models.kernel_fit import fit_table, param_frame
-        from models.paths import data_dir as default_dir
         from workbench.analysis.kernel_tier import fit_rows, gpu_lookup, kernel_facts, params_path
         from workbench.storage.store import atomic_write_bytes
 
-        root = data_dir or default_dir()
+        root = cli_args.dataset(data_dir)
         target = out or params_path(root)
         if target.suffix != ".json":
             raise InputError(f"--out {target}: give a .json file")
+        cli_args.writable_target(target, "--out" if out else "--data-dir")
         for m in measurements or []:
             if not m.is_file():
                 raise InputError(f"--measurements {m}: no such file")
@@ -93,6 +93,8 @@ def register(app: typer.Typer) -> None:
         target = out or catalogue_path()
         if target.suffix != ".json":
             raise InputError(f"--out {target}: give a .json file")
+        if not check:  # an installed catalogue is read-only: write it in a checkout, or give --out
+            cli_args.writable_target(target, "--out" if out else "kernel-facts: the shipped catalogue")
         entries = catalogue()
         text = to_json(entries)
         if check:
@@ -109,20 +111,18 @@ def register(app: typer.Typer) -> None:
 
     @app.command("model-check")
     def model_check(
-        data_dir: Annotated[Path, typer.Option("--data-dir", help="data directory (measurements/, calibration/)")] =
-        None,  # type: ignore[assignment]
+        data_dir: cli_args.DataDirOpt = None,
         holdout: Annotated[list[Path], typer.Option("--holdout", help="measurement file(s) the parameters never "
                                                     "saw, checked with the shipped parameters")] = None,  # type: ignore
         csv: Annotated[Path, typer.Option("--csv", help="also write the per-point table (SI units)")] = None,  # type: ignore
         as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     ) -> None:
         """Model error per tier, scheme and batch range: in sample, leave-one-shape-out and on held-out files."""
-        from models.paths import data_dir as default_dir
         from workbench.analysis.kernel_tier import params_for
         from workbench.analysis.model_check import check, crossovers
         from workbench.interfaces.cli_args import write_csv
 
-        root = data_dir or default_dir()
+        root = cli_args.dataset(data_dir)
         if csv is not None and csv.suffix != ".csv":
             raise InputError(f"--csv {csv}: give a .csv file")
         for h in holdout or []:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from workbench.interfaces.dashboard.layout import build_layout
 from workbench.interfaces.dashboard.queries import default_selection
 from workbench.interfaces.dashboard.uploads import UPLOAD_LIMIT_BYTES, UPLOAD_LIMIT_MB
 
-ASSETS = Path(__file__).resolve().parent / "assets"
+ASSETS = Path(str(importlib.resources.files(__package__) / "assets"))  # package data (pyproject.toml), on disk
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8050
 # Uploads arrive base64-encoded (4/3) inside the callback JSON: requests up to 2x the file limit are read and answered
