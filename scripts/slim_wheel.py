@@ -1,4 +1,4 @@
-"""Drop members from a wheel (and their RECORD lines), in place: `python3 bench/slim_wheel.py WHEEL [PREFIX...]`.
+"""Drop members from a wheel (and their RECORD lines), in place: `python3 scripts/slim_wheel.py WHEEL [PREFIX...]`.
 
 Ray's wheel (79 MB for 2.60.0) is over the 64 MiB a device call may carry; 31 MiB of it are the Java worker's jars
 (`ray/jars/`), which a Python-only Ray never loads. The default PREFIX drops them (48 MiB left).
@@ -38,7 +38,8 @@ def slim(wheel: Path, prefixes: list[str]) -> tuple[int, int]:
 
 def main(argv: list[str]) -> int:
     if not argv or not argv[0].endswith(".whl"):
-        print("usage: python3 bench/slim_wheel.py WHEEL.whl [PREFIX ...]  (default prefix: ray/jars/)", file=sys.stderr)
+        print("usage: python3 scripts/slim_wheel.py WHEEL.whl [PREFIX ...]  (default prefix: ray/jars/)",
+              file=sys.stderr)
         return 2
     before, after = slim(Path(argv[0]), argv[1:] or ["ray/jars/"])
     print(f"{argv[0]}: {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB")

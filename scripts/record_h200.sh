@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Record the shipped H200 dataset on the device machine, in the repo root:
-#   WORKBENCH_GIT_COMMIT=<sha> bash bench/record_h200.sh          (full: ~5-8 min)
-#   QUICK=1 bash bench/record_h200.sh                             (small scale: every step, a few points)
+#   WORKBENCH_GIT_COMMIT=<sha> bash scripts/record_h200.sh          (full: ~5-8 min)
+#   QUICK=1 bash scripts/record_h200.sh                             (small scale: every step, a few points)
 #   EXCLUDE="tc_w4a16" ... leaves kernels out of both sweeps
 #   EXTRA_SWEEPS=1 ... also the lm_head (32000x4096) and L2-hot sweeps, packed as extra.tgz
 # Steps: GPU tests, calibrate, the default sweep (timed, with where the time goes), a second identical sweep to a
@@ -66,7 +66,7 @@ SWEEP+=("${EXC_ARGS[@]}")
   t0=$SECONDS
   python3 -m workbench profile "${SWEEP[@]}" --fresh --no-progress --out "$OUT2" --calibration-dir "$CAL_DIR"
   note "sweep 2: exit $? in $((SECONDS - t0)) s wall (NVRTC cache warm)"
-  python3 bench/run_diff.py "$OUT1" "$OUT2" | tee -a "$SUMMARY"
+  python3 scripts/run_diff.py "$OUT1" "$OUT2" | tee -a "$SUMMARY"
 
   step "resume check: re-running sweep 1 measures nothing"
   python3 -m workbench profile "${SWEEP[@]}" --no-progress --out "$OUT1" --calibration-dir "$CAL_DIR" | tail -3

@@ -1,6 +1,6 @@
 """Points per second against workers, with fake GPUs whose every point takes a fixed time (no GPU needed).
 
-Usage, in the repo root:  python3 bench/multigpu_scaling_fake.py [--per-point 0.1] [--workers 1 2 4] [--ray]
+Usage, in the repo root:  python3 scripts/multigpu_scaling_fake.py [--per-point 0.1] [--workers 1 2 4] [--ray]
 Each point sleeps `--per-point` seconds in the fake runner (a GPU-bound point leaves the host CPU idle the same way),
 so the numbers show what the orchestration adds: spawning a worker per GPU, the split, the per-point journal, and
 (with --ray) a local Ray head and the streaming of rows to the driver. They say nothing about a GPU's own speed.

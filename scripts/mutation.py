@@ -1,12 +1,12 @@
 """Mutation-testing benchmark: mutmut 3 on one module at a time, with only the tests that reach it.
 
-    python bench/mutation.py models/schemes.py kernels/quant.py   # some modules
-    python bench/mutation.py --all                                # every module in bench/mutation.toml
-    python bench/mutation.py --report models/schemes.py           # re-read a finished run: score and survivors
+    python scripts/mutation.py models/schemes.py kernels/quant.py   # some modules
+    python scripts/mutation.py --all                                # every module in scripts/mutation.toml
+    python scripts/mutation.py --report models/schemes.py           # re-read a finished run: score and survivors
 
 Each module runs in its own scratch copy of the tree (--workdir, default /tmp/roofline-mutation/<module>) so the
 repository never receives mutmut's `mutants/` folder and two modules never share state. The copy gets a setup.cfg
-that tells mutmut which file to mutate and which tests to run (bench/mutation.toml); mutmut then runs, for each
+that tells mutmut which file to mutate and which tests to run (scripts/mutation.toml); mutmut then runs, for each
 mutant, only the listed tests that reached the mutated function in a clean run. One worker by default.
 
 Score = killed (incl. timeouts) / (mutants that some test reached). "no tests" mutants are counted and listed
@@ -26,7 +26,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "bench" / "mutation.toml"
+CONFIG = ROOT / "scripts" / "mutation.toml"
 COPY = ("models", "kernels", "workbench", "tests", "data", "app.py", "pyproject.toml")
 KILLED = {1, 3, 36, -24, 24, 152, 255}  # exit codes mutmut counts as killed or timed out
 NO_TESTS = {5, 33}
@@ -103,8 +103,8 @@ def run_module(module: str, spec: dict, run: dict, work: Path, children: int) ->
 def main(argv: list[str] | None = None) -> int:
     cfg = load_config()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("modules", nargs="*", help="modules as listed in bench/mutation.toml")
-    ap.add_argument("--all", action="store_true", help="every module in bench/mutation.toml")
+    ap.add_argument("modules", nargs="*", help="modules as listed in scripts/mutation.toml")
+    ap.add_argument("--all", action="store_true", help="every module in scripts/mutation.toml")
     ap.add_argument("--report", action="store_true", help="summarize finished runs, do not run")
     ap.add_argument("--markdown", action="store_true", help="with --report: one table row per module (docs/testing.md)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/roofline-mutation"))

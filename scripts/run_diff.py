@@ -1,6 +1,6 @@
 """Run-to-run difference of two sweeps of the same spec: per-point |t2 - t1| / t1 of the median times.
 
-Usage: PYTHONPATH=. python3 bench/run_diff.py FIRST.parquet SECOND.parquet  (exit 1 if the median difference > 1%)
+Usage: PYTHONPATH=. python3 scripts/run_diff.py FIRST.parquet SECOND.parquet  (exit 1 if the median difference > 1%)
 """
 
 from __future__ import annotations
