@@ -1,8 +1,8 @@
 """Speedup hypotheses: a small declarative TOML format (`data/hypotheses/*.toml`), its parser and validator.
 
-Public API (stable): `load_hypotheses(paths) -> list[Hypothesis]`, `check_against_data(hypotheses, comparison)`,
-`evaluate_all(hypotheses, comparison, *, sources=("measured", "predicted")) -> DataFrame` (in
-`workbench.analysis.hypothesis_eval`, re-exported here), `default_files(data_dir)`.
+Public API (stable): `Hypothesis` (this module owns the type), `load_hypotheses(paths) -> list[Hypothesis]`,
+`check_against_data(hypotheses, comparison)`, `default_files(data_dir)`. Evaluating them is
+`workbench.analysis.hypothesis_eval.evaluate_all`, which imports this module (never the other way).
 
 Format: one `[[hypothesis]]` table per claim.
 
@@ -44,7 +44,6 @@ import pandas as pd
 
 from models.errors import InputError
 from models.roofline import TIERS
-from workbench.analysis.hypothesis_eval import evaluate_hypotheses
 
 KINDS = ("speedup", "monotonic", "crossover", "model_error", "bandwidth")
 OPS = (">=", "<=", "within")
@@ -337,32 +336,3 @@ def check_against_data(hypotheses: Iterable[Hypothesis], comparison: pd.DataFram
                     h.file, h.field_lines.get(name, h.line), h.id, name,
                     f"batch {m} was not measured; measured batches: {', '.join(map(str, sorted(measured)))}",
                 )  # fmt: skip
-
-
-def evaluate_all(
-    hypotheses: Iterable[Hypothesis] | None = None,
-    comparison: pd.DataFrame | None = None,
-    *,
-    sources: Iterable[str] = ("measured", "predicted"),
-    data_dir: str | Path | None = None,
-    measurements: pd.DataFrame | None = None,
-    calibrations: Any = None,
-) -> pd.DataFrame:
-    """Check the hypotheses against the data, then evaluate each per GPU and source (see
-    workbench.analysis.hypothesis_eval).
-
-    Either pass `hypotheses` and a `comparison` (from compare_points), or let it load: `hypotheses` default to
-    default_files(data_dir), and `comparison` is built from `measurements` and `calibrations`. Returns one row
-    per (hypothesis, GPU, source) with `workbench.analysis.hypothesis_eval.RESULT_COLUMNS`.
-    """
-    if hypotheses is None:
-        hypotheses = load_hypotheses(default_files(data_dir))
-    if comparison is None:
-        from workbench.analysis.compare import compare_points, empty_comparison
-
-        comparison = (
-            compare_points(measurements, calibrations=calibrations) if measurements is not None else empty_comparison()
-        )
-    hypotheses = list(hypotheses)
-    check_against_data(hypotheses, comparison)
-    return evaluate_hypotheses(hypotheses, comparison, sources=tuple(sources))

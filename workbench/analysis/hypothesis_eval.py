@@ -31,16 +31,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from workbench.analysis.compare import throttled_mask
+from workbench.analysis.hypotheses import Hypothesis, check_against_data, default_files, load_hypotheses
 from workbench.analysis.speedup import crossovers, pair_speedups, resolve_side
-
-if TYPE_CHECKING:  # annotations only: workbench.analysis.hypotheses imports this module, never the other way
-    from workbench.analysis.hypotheses import Hypothesis
 
 RESULT_COLUMNS = (
     "id", "kind", "claim", "gpu_key", "source", "verdict", "value", "low", "high", "threshold", "n", "detail",
@@ -346,3 +345,31 @@ def evaluate_hypotheses(
                     continue
                 rows.append(_result(h, gpu, source, EVALUATORS[h.kind](h, df, source)))
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+
+
+def evaluate_all(
+    hypotheses: Iterable[Hypothesis] | None = None,
+    comparison: pd.DataFrame | None = None,
+    *,
+    sources: Iterable[str] = ("measured", "predicted"),
+    data_dir: str | Path | None = None,
+    measurements: pd.DataFrame | None = None,
+    calibrations: Any = None,
+) -> pd.DataFrame:
+    """Check the hypotheses against the data, then evaluate each per GPU and source (evaluate_hypotheses).
+
+    Either pass `hypotheses` and a `comparison` (from compare_points), or let it load: `hypotheses` default to
+    default_files(data_dir), and `comparison` is built from `measurements` and `calibrations`. Returns one row
+    per (hypothesis, GPU, source) with RESULT_COLUMNS.
+    """
+    if hypotheses is None:
+        hypotheses = load_hypotheses(default_files(data_dir))
+    if comparison is None:
+        from workbench.analysis.compare import compare_points, empty_comparison
+
+        comparison = (
+            compare_points(measurements, calibrations=calibrations) if measurements is not None else empty_comparison()
+        )
+    hypotheses = list(hypotheses)
+    check_against_data(hypotheses, comparison)
+    return evaluate_hypotheses(hypotheses, comparison, sources=tuple(sources))

@@ -6,7 +6,7 @@ import importlib.resources
 from pathlib import Path
 from typing import Any
 
-from workbench.interfaces.dashboard.callbacks import AppState, register
+from workbench.interfaces.dashboard.callbacks import AppState
 from workbench.interfaces.dashboard.data import load_data
 from workbench.interfaces.dashboard.layout import build_layout
 from workbench.interfaces.dashboard.queries import default_selection
@@ -63,6 +63,7 @@ def create_app(data_dir: str | Path | None = None) -> Any:
     from dash import Dash
 
     from workbench.interfaces.dashboard import guard, urlstate
+    from workbench.interfaces.dashboard.wiring import wire
 
     data = load_data(data_dir)
     app = Dash(
@@ -82,7 +83,7 @@ def create_app(data_dir: str | Path | None = None) -> Any:
     links = "\n        ".join(f'<link rel="preload" as="script" href="{prefix}{path}">' for path in PRELOAD)
     app.index_string = INDEX.replace("PRELOADS", links)
     state = AppState(data)
-    register(app, state)
+    wire(app, state, guard)  # every callback: wiring imports callbacks, never the other way
     warm_up(state, defaults)
     app.server.config["MAX_CONTENT_LENGTH"] = REQUEST_LIMIT_BYTES
     guard.install(app.server, TOO_LARGE)
