@@ -11,8 +11,14 @@ trap 'rm -rf "$work"' EXIT
 pip_q=(-q --disable-pip-version-check)
 
 t0=$(date +%s)
-python3 -m pip wheel "${pip_q[@]}" --no-deps -w "$work/dist" "$repo"
-python3 -m venv "$work/venv"
+# the working tree as a fresh clone has it (tracked and new files, nothing git ignores: no build/, no .venv/)
+mkdir -p "$work/src"
+(cd "$repo" && git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - 2>/dev/null) \
+    | tar -xf - -C "$work/src"
+python3 -m pip wheel "${pip_q[@]}" --no-deps -w "$work/dist" "$work/src"
+if ! python3 -m venv "$work/venv" 2>/dev/null; then  # a Debian python3 without python3-venv
+    python3 -m pip install "${pip_q[@]}" virtualenv && python3 -m virtualenv -q "$work/venv"
+fi
 "$work/venv/bin/python" -m pip install "${pip_q[@]}" "$work/dist"/*.whl
 echo "wheel built and installed without extras in $(( $(date +%s) - t0 )) s"
 
