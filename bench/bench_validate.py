@@ -29,8 +29,7 @@ def wall(cmd: list[str]) -> tuple[float, int]:
 def phases() -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
     from models.paths import checkout_data_dir
-    from workbench.analysis.hypotheses import default_files, load_hypotheses
-    from workbench.analysis.hypothesis_eval import evaluate_all
+    from workbench.analysis.hypotheses import default_files, evaluate_all, load_hypotheses
     from workbench.interfaces.cli_compare import load_comparison
 
     DATA_DIR = checkout_data_dir()

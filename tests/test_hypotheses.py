@@ -10,8 +10,8 @@ import pytest
 from models.errors import InputError
 from tests.compare_fixtures import GPU, calibration, frame, point
 from workbench.analysis.compare import compare_points
-from workbench.analysis.hypotheses import check_against_data, load_hypotheses, parse_text
-from workbench.analysis.hypothesis_eval import abs_error_interval, decide, evaluate_all
+from workbench.analysis.hypotheses import check_against_data, evaluate_all, load_hypotheses, parse_text
+from workbench.analysis.hypothesis_eval import abs_error_interval, decide
 
 CHAPTER = Path(__file__).resolve().parents[1] / "data" / "hypotheses" / "chapter.toml"
 CAL = {GPU: calibration()}

@@ -6,8 +6,7 @@ import pytest
 
 from tests.compare_fixtures import GPU, calibration, frame, point
 from workbench.analysis.compare import compare_points
-from workbench.analysis.hypotheses import parse_text
-from workbench.analysis.hypothesis_eval import evaluate_all
+from workbench.analysis.hypotheses import evaluate_all, parse_text
 
 pytest.importorskip("plotly")
 

@@ -1,8 +1,9 @@
 """Speedup hypotheses: a small declarative TOML format (`data/hypotheses/*.toml`), its parser and validator.
 
-Public API (stable): `Hypothesis` (this module owns the type), `load_hypotheses(paths) -> list[Hypothesis]`,
-`check_against_data(hypotheses, comparison)`, `default_files(data_dir)`. Evaluating them is
-`workbench.analysis.hypothesis_eval.evaluate_all`, which imports this module (never the other way).
+Public API (stable): `load_hypotheses(paths) -> list[Hypothesis]`, `check_against_data(hypotheses, comparison)`,
+`evaluate_all(hypotheses, comparison, *, sources=("measured", "predicted")) -> DataFrame`, `default_files(data_dir)`.
+`Hypothesis` (the parsed claim) and the evaluation live in `workbench.analysis.hypothesis_eval`, which owns the type;
+this module imports it (re-exported here), never the other way.
 
 Format: one `[[hypothesis]]` table per claim.
 
@@ -36,7 +37,6 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ import pandas as pd
 
 from models.errors import InputError
 from models.roofline import TIERS
+from workbench.analysis.hypothesis_eval import Hypothesis, evaluate_hypotheses
 
 KINDS = ("speedup", "monotonic", "crossover", "model_error", "bandwidth")
 OPS = (">=", "<=", "within")
@@ -58,44 +59,6 @@ KIND_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # kind -> (
     "bandwidth": (("a", "batch", "op", "percent"), ()),
 }
 _HEADER = re.compile(r"^\s*\[\[\s*hypothesis\s*\]\]")
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    id: str
-    kind: str
-    file: str
-    line: int
-    claim: str = ""
-    a: str = ""
-    b: str = ""
-    batches: tuple[int, ...] = ()  # speedup / bandwidth / model_error: the batches; monotonic: (first, last)
-    op: str = ""
-    threshold: tuple[float, ...] = ()  # one number, or (low, high) for "within"; percents stored as fractions
-    gpus: tuple[str, ...] = ()
-    shapes: tuple[tuple[int, int], ...] = ()
-    mode: str = "cold"
-    ours_only: bool = False
-    tier: str = ""
-    stat: str = "median"
-    role: str = ""
-    trend: str = "non-increasing"
-    min_drop: float = 0.0
-    field_lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
-
-    def where(self, name: str) -> str:
-        """'file: line n' of a field (or of the table when the field is absent)."""
-        return f"{self.file}: line {self.field_lines.get(name, self.line)}"
-
-    def threshold_text(self) -> str:
-        unit = "%" if self.kind in ("model_error", "bandwidth") else ""
-        scale = 100.0 if unit else 1.0
-        if self.op == "within":
-            return f"within [{self.threshold[0] * scale:g}, {self.threshold[1] * scale:g}]{unit}"
-        if self.kind == "monotonic":
-            drop = f", drop >= {self.min_drop * 100:g}%" if self.min_drop else ""
-            return f"{self.trend} over M {self.batches[0]}..{self.batches[1]}{drop}"
-        return f"{self.op} {self.threshold[0] * scale:g}{unit}"
 
 
 # ---------------------------------------------------------------------------------------------------- parsing
@@ -336,3 +299,32 @@ def check_against_data(hypotheses: Iterable[Hypothesis], comparison: pd.DataFram
                     h.file, h.field_lines.get(name, h.line), h.id, name,
                     f"batch {m} was not measured; measured batches: {', '.join(map(str, sorted(measured)))}",
                 )  # fmt: skip
+
+
+def evaluate_all(
+    hypotheses: Iterable[Hypothesis] | None = None,
+    comparison: pd.DataFrame | None = None,
+    *,
+    sources: Iterable[str] = ("measured", "predicted"),
+    data_dir: str | Path | None = None,
+    measurements: pd.DataFrame | None = None,
+    calibrations: Any = None,
+) -> pd.DataFrame:
+    """Check the hypotheses against the data, then evaluate each per GPU and source (see
+    workbench.analysis.hypothesis_eval).
+
+    Either pass `hypotheses` and a `comparison` (from compare_points), or let it load: `hypotheses` default to
+    default_files(data_dir), and `comparison` is built from `measurements` and `calibrations`. Returns one row
+    per (hypothesis, GPU, source) with `workbench.analysis.hypothesis_eval.RESULT_COLUMNS`.
+    """
+    if hypotheses is None:
+        hypotheses = load_hypotheses(default_files(data_dir))
+    if comparison is None:
+        from workbench.analysis.compare import compare_points, empty_comparison
+
+        comparison = (
+            compare_points(measurements, calibrations=calibrations) if measurements is not None else empty_comparison()
+        )
+    hypotheses = list(hypotheses)
+    check_against_data(hypotheses, comparison)
+    return evaluate_hypotheses(hypotheses, comparison, sources=tuple(sources))

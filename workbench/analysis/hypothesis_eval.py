@@ -30,16 +30,54 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from workbench.analysis.compare import throttled_mask
-from workbench.analysis.hypotheses import Hypothesis, check_against_data, default_files, load_hypotheses
 from workbench.analysis.speedup import crossovers, pair_speedups, resolve_side
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One parsed claim (workbench.analysis.hypotheses parses the TOML into it; this module evaluates it)."""
+
+    id: str
+    kind: str
+    file: str
+    line: int
+    claim: str = ""
+    a: str = ""
+    b: str = ""
+    batches: tuple[int, ...] = ()  # speedup / bandwidth / model_error: the batches; monotonic: (first, last)
+    op: str = ""
+    threshold: tuple[float, ...] = ()  # one number, or (low, high) for "within"; percents stored as fractions
+    gpus: tuple[str, ...] = ()
+    shapes: tuple[tuple[int, int], ...] = ()
+    mode: str = "cold"
+    ours_only: bool = False
+    tier: str = ""
+    stat: str = "median"
+    role: str = ""
+    trend: str = "non-increasing"
+    min_drop: float = 0.0
+    field_lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
+
+    def where(self, name: str) -> str:
+        """'file: line n' of a field (or of the table when the field is absent)."""
+        return f"{self.file}: line {self.field_lines.get(name, self.line)}"
+
+    def threshold_text(self) -> str:
+        unit = "%" if self.kind in ("model_error", "bandwidth") else ""
+        scale = 100.0 if unit else 1.0
+        if self.op == "within":
+            return f"within [{self.threshold[0] * scale:g}, {self.threshold[1] * scale:g}]{unit}"
+        if self.kind == "monotonic":
+            drop = f", drop >= {self.min_drop * 100:g}%" if self.min_drop else ""
+            return f"{self.trend} over M {self.batches[0]}..{self.batches[1]}{drop}"
+        return f"{self.op} {self.threshold[0] * scale:g}{unit}"
+
 
 RESULT_COLUMNS = (
     "id", "kind", "claim", "gpu_key", "source", "verdict", "value", "low", "high", "threshold", "n", "detail",
@@ -345,31 +383,3 @@ def evaluate_hypotheses(
                     continue
                 rows.append(_result(h, gpu, source, EVALUATORS[h.kind](h, df, source)))
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
-
-
-def evaluate_all(
-    hypotheses: Iterable[Hypothesis] | None = None,
-    comparison: pd.DataFrame | None = None,
-    *,
-    sources: Iterable[str] = ("measured", "predicted"),
-    data_dir: str | Path | None = None,
-    measurements: pd.DataFrame | None = None,
-    calibrations: Any = None,
-) -> pd.DataFrame:
-    """Check the hypotheses against the data, then evaluate each per GPU and source (evaluate_hypotheses).
-
-    Either pass `hypotheses` and a `comparison` (from compare_points), or let it load: `hypotheses` default to
-    default_files(data_dir), and `comparison` is built from `measurements` and `calibrations`. Returns one row
-    per (hypothesis, GPU, source) with RESULT_COLUMNS.
-    """
-    if hypotheses is None:
-        hypotheses = load_hypotheses(default_files(data_dir))
-    if comparison is None:
-        from workbench.analysis.compare import compare_points, empty_comparison
-
-        comparison = (
-            compare_points(measurements, calibrations=calibrations) if measurements is not None else empty_comparison()
-        )
-    hypotheses = list(hypotheses)
-    check_against_data(hypotheses, comparison)
-    return evaluate_hypotheses(hypotheses, comparison, sources=tuple(sources))

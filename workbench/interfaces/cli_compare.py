@@ -160,8 +160,7 @@ def export(
 
 
 def _verdicts(data: Path, hypotheses: list[str] | None, source: str, gpu: list[str] | None):
-    from workbench.analysis.hypotheses import default_files, load_hypotheses
-    from workbench.analysis.hypothesis_eval import evaluate_all
+    from workbench.analysis.hypotheses import default_files, evaluate_all, load_hypotheses
 
     if source not in SOURCES:
         raise InputError(f"unknown --source {source!r}; valid: {', '.join(SOURCES)}")

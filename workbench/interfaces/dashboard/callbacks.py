@@ -79,7 +79,7 @@ class AppState:
         with self._lock:
             if key in self._hyp:
                 return self._hyp[key]
-        from workbench.analysis.hypothesis_eval import evaluate_all
+        from workbench.analysis.hypotheses import evaluate_all
 
         try:
             verdicts = evaluate_all(data_dir=self.data.data_dir, comparison=self.frames(key).latest)

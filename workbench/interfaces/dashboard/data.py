@@ -44,7 +44,7 @@ class DashboardData:
     predictions: pd.DataFrame  # models.roofline.predict over GPUs × schemes × BATCH_GRID × shapes
     shapes: list[tuple[int, int]]  # (N, K) on offer
     model_keys: list[str]
-    hypotheses: pd.DataFrame  # workbench.analysis.hypothesis_eval.evaluate_all verdict rows ("" frame when unavailable)
+    hypotheses: pd.DataFrame  # workbench.analysis.hypotheses.evaluate_all verdict rows ("" frame when unavailable)
     rollups: pd.DataFrame  # models.rollup.rollup for every model × GPU × scheme on BATCH_GRID (all tiers)
     notes: list[str] = field(default_factory=list)  # what could not be loaded, shown on the page
     params: Any = None  # the kernel tier's ParamTable (analysis.kernel_tier.params_for(data_dir)); None: the shipped
@@ -172,9 +172,9 @@ def kernel_rollup(data: DashboardData, model: str, gpu: str) -> pd.DataFrame:
 
 
 def _load_hypotheses(data_dir: Path, comparison: pd.DataFrame) -> pd.DataFrame:
-    from workbench.analysis.hypothesis_eval import evaluate_all
+    from workbench.analysis import hypotheses
 
-    return pd.DataFrame(evaluate_all(data_dir=data_dir, comparison=comparison))
+    return pd.DataFrame(hypotheses.evaluate_all(data_dir=data_dir, comparison=comparison))
 
 
 def build_data(data_dir: str | Path) -> DashboardData:
