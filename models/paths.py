@@ -73,7 +73,7 @@ def refuse_installed(path: str | Path, option: str) -> Path:
 
 
 def data_dir() -> Path:
-    """The name before the two homes were told apart, kept so that code written against it still imports: the shipped
-    catalogue. New code reads the catalogue with catalogue_dir() and finds the dataset with dataset_dir() (commands:
-    workbench.interfaces.cli_args.DataDirOpt and cli_args.dataset; writes checked by cli_args.writable_target)."""
+    """The shipped catalogue's folder, under the name code written before the two homes were told apart uses (the
+    kernel tier's parameter files): catalogue_dir(). The dataset is dataset_dir() (commands: cli_args.DataDirOpt and
+    cli_args.dataset; their writes checked by cli_args.writable_target)."""
     return catalogue_dir()

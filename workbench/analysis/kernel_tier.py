@@ -27,13 +27,13 @@ from models.hardware import Calibration, get_gpu
 from models.kernel_fit import OUTPUT_COLUMNS, predict_kernels
 from models.kernel_model import ParamTable, load_params
 from models.kernel_terms import GpuTerms, KernelFacts, gpu_terms
-from models.paths import catalogue_dir
+from models.paths import data_dir
 
 PARAMS_FILE = Path("model") / "kernel-params.json"  # under the data directory
 
 
 def params_path(root: str | Path | None = None) -> Path:
-    return (Path(root) if root is not None else catalogue_dir()) / PARAMS_FILE
+    return (Path(root) if root is not None else data_dir()) / PARAMS_FILE
 
 
 def params_for(root: str | Path | None = None) -> ParamTable:
