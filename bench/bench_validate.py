@@ -28,8 +28,11 @@ def wall(cmd: list[str]) -> tuple[float, int]:
 
 def phases() -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
+    from models.paths import checkout_data_dir
     from workbench.analysis.hypotheses import default_files, evaluate_all, load_hypotheses
-    from workbench.interfaces.cli_compare import DATA_DIR, load_comparison
+    from workbench.interfaces.cli_compare import load_comparison
+
+    DATA_DIR = checkout_data_dir()
 
     out = {}
     t = time.perf_counter()

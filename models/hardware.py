@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from models.errors import InputError, unknown
-from models.paths import data_dir
+from models.paths import catalogue_dir, dataset_dir
 
-DATA_DIR = data_dir()
-GPUS_TOML = DATA_DIR / "gpus.toml"
+GPUS_TOML = catalogue_dir() / "gpus.toml"
 
 # Equals workbench.storage.schema.SCHEMA_VERSION (a test checks it); models must not import from workbench
 # (a layer above).
@@ -289,8 +288,9 @@ def parse_calibration(data: dict[str, Any], path: str = "") -> Calibration:
 
 
 def load_calibrations(data_dir: str | Path | None = None) -> dict[str, Calibration]:
-    """gpu key -> the latest calibration among data_dir/calibration/*.json (empty if there is none)."""
-    folder = (Path(data_dir) if data_dir is not None else DATA_DIR) / "calibration"
+    """gpu key -> the latest calibration among data_dir/calibration/*.json (empty if there is none); data_dir None:
+    the dataset models.paths.dataset_dir finds (WORKBENCH_DATA, else the checkout's data/)."""
+    folder = dataset_dir(data_dir) / "calibration"
     result: dict[str, Calibration] = {}
     for file in sorted(folder.glob("*.json")):
         try:

@@ -21,7 +21,7 @@ from typing import Any
 
 from models.errors import InputError
 from models.kernel_terms import KernelFacts
-from models.paths import data_dir
+from models.paths import catalogue_dir
 
 CATALOGUE_SCHEMA_VERSION = 1
 CATALOGUE_FILE = Path("model") / "kernel-facts.json"  # under the data directory
@@ -76,7 +76,7 @@ def _tuples(v: Any) -> Any:
 
 
 def catalogue_path(root: str | Path | None = None) -> Path:
-    return (Path(root) if root is not None else data_dir()) / CATALOGUE_FILE
+    return (Path(root) if root is not None else catalogue_dir()) / CATALOGUE_FILE
 
 
 def to_json(entries: dict[str, KernelEntry]) -> str:

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from models.errors import InputError, unknown
-from models.paths import data_dir
+from models.paths import catalogue_dir
 
-WORKLOADS_TOML = data_dir() / "workloads.toml"
+WORKLOADS_TOML = catalogue_dir() / "workloads.toml"
 _SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
 

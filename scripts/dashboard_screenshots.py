@@ -1,7 +1,8 @@
-"""Regenerate the dashboard screenshots in docs/dashboard/ (one per view, plus a few states) from the shipped data,
-in Debian's headless Chromium driven by Playwright.
+"""Make the dashboard screenshots (one per view, plus a few states) from the shipped data, in Debian's headless
+Chromium driven by Playwright, into screenshots/dashboard/ (ignored by git: pictures are made, not kept; the last set
+kept in git is at commit 6d77402, `git show 6d77402:docs/dashboard/time.png > time.png`).
 
-    python scripts/dashboard_screenshots.py [--out docs/dashboard] [--data-dir data]
+    python scripts/dashboard_screenshots.py [--out screenshots/dashboard] [--data-dir data]
 
 Each view is reached through its URL (the page state lives in the query string), so every picture is reproducible
 from the link printed beside it.
@@ -34,7 +35,7 @@ SHOTS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(ROOT / "docs" / "dashboard"))
+    parser.add_argument("--out", default=str(ROOT / "screenshots" / "dashboard"))
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright

@@ -133,7 +133,10 @@ def test_validate_html_and_report(data_dir, tmp_path):
 
 def test_shipped_chapter_hypotheses_validate_on_the_shipped_data():
     """The default files against the repo's data/: runs whatever is shipped; bad input would exit 2."""
-    from workbench.interfaces.cli_compare import DATA_DIR, _verdicts
+    from models.paths import checkout_data_dir
+    from workbench.interfaces.cli_compare import _verdicts
+
+    DATA_DIR = checkout_data_dir()
 
     failed = bool((_verdicts(DATA_DIR, None, "measured", None)[2]["verdict"] == "fail").any())
     assert main(["validate", "--source", "measured"]) == (1 if failed else 0)  # exactly: 1 iff a verdict fails
@@ -151,7 +154,9 @@ def test_validate_table_fits_100_columns_and_never_splits_an_id(capsys, monkeypa
     assert max(len(line) for line in out.splitlines()) <= 100
     rows = [line for line in out.splitlines() if line.startswith("│")]
     assert rows and all(line.rstrip().endswith("│") for line in rows)  # not cropped at the right edge
-    from workbench.interfaces.cli_compare import DATA_DIR
+    from models.paths import checkout_data_dir
+
+    DATA_DIR = checkout_data_dir()
 
     for h in load_hypotheses(default_files(DATA_DIR)):
         if len(h.id) <= 40:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 
 import pandas as pd
@@ -163,10 +164,14 @@ def test_upload_of_a_profiler_file_joins_the_session(state):
     assert any("predictions only" in line for line in lines)
 
 
-def test_hypotheses_table_without_files_says_so(state):
+def test_hypotheses_table_without_files_shows_the_shipped_ones_and_says_when_there_are_none(state):
+    # a data directory without hypotheses/ is judged against the shipped catalogue's (models.paths.catalogue_dir)
     records, _ = callbacks.hypotheses_table(state, ["h200-sxm"], [])
-    assert records and "No hypotheses" in records[0]["claim"]
+    assert records and "No hypotheses" not in records[0]["claim"] and records[0]["id"]
     assert callbacks.hypotheses_table(state, "not a list", 7)[0] == records  # wrong types: the same answer
+    none = AppState(dataclasses.replace(state.data, hypotheses=state.data.hypotheses.iloc[:0]))
+    records, _ = callbacks.hypotheses_table(none, ["h200-sxm"], [])
+    assert records and "No hypotheses" in records[0]["claim"]
 
 
 def test_app_py_flags_and_environment(monkeypatch):

@@ -193,7 +193,9 @@ def test_a_catalogue_whose_gpu_is_not_a_list_of_tables_is_refused(tmp_path, text
 
 
 def test_load_calibrations_defaults_to_the_shipped_data_folder():
-    from models.hardware import DATA_DIR
+    from models.paths import checkout_data_dir
+
+    DATA_DIR = checkout_data_dir()
 
     shipped = load_calibrations()
     assert shipped and {k: c.path for k, c in shipped.items()} == {k: c.path for k, c in

@@ -150,6 +150,62 @@ def test_the_checker_catches_wrong_imports():
     assert imports("workbench.interfaces.dashboard.views", "from .queries import x")[0][0] == f"{DASHBOARD}.queries"
 
 
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports (module level, inside functions and under TYPE_CHECKING alike)."""
+    files = {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+    return {m: {t for t, _, _ in imports(m, p.read_text(), p.name == "__init__.py") if t in files and t != m}
+            for m, p in files.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of a graph: every strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle():
+    """One module owns a type and the other imports it: no two modules import each other, directly or around."""
+    graph = import_graph()
+    assert len(graph) > 80
+    assert circles(graph) == []
+
+
+def test_the_circle_check_catches_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+    graph = import_graph()  # the two circles issue 35 removed, put back: each is found
+    graph["workbench.analysis.hypothesis_eval"].add("workbench.analysis.hypotheses")
+    graph["workbench.interfaces.dashboard.callbacks"].add("workbench.interfaces.dashboard.wiring")
+    assert circles(graph) == [["workbench.analysis.hypotheses", "workbench.analysis.hypothesis_eval"],
+                              ["workbench.interfaces.dashboard.callbacks", "workbench.interfaces.dashboard.wiring"]]
+
+
 PROBE = """
 import importlib, json, pkgutil, sys
 import workbench.interfaces.dashboard as d

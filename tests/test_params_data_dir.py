@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from models.errors import InputError
-from models.paths import data_dir as shipped_dir
+from models.paths import checkout_data_dir as shipped_dir
 from workbench.analysis.kernel_tier import params_for, params_path
 from workbench.interfaces.cli_compare import load_comparison
 

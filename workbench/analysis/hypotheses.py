@@ -1,8 +1,9 @@
 """Speedup hypotheses: a small declarative TOML format (`data/hypotheses/*.toml`), its parser and validator.
 
 Public API (stable): `load_hypotheses(paths) -> list[Hypothesis]`, `check_against_data(hypotheses, comparison)`,
-`evaluate_all(hypotheses, comparison, *, sources=("measured", "predicted")) -> DataFrame` (in
-`workbench.analysis.hypothesis_eval`, re-exported here), `default_files(data_dir)`.
+`evaluate_all(hypotheses, comparison, *, sources=("measured", "predicted")) -> DataFrame`, `default_files(data_dir)`.
+`Hypothesis` (the parsed claim) and the evaluation live in `workbench.analysis.hypothesis_eval`, which owns the type;
+this module imports it (re-exported here), never the other way.
 
 Format: one `[[hypothesis]]` table per claim.
 
@@ -36,7 +37,6 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ import pandas as pd
 
 from models.errors import InputError
 from models.roofline import TIERS
-from workbench.analysis.hypothesis_eval import evaluate_hypotheses
+from workbench.analysis.hypothesis_eval import Hypothesis, evaluate_hypotheses
 
 KINDS = ("speedup", "monotonic", "crossover", "model_error", "bandwidth")
 OPS = (">=", "<=", "within")
@@ -59,44 +59,6 @@ KIND_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # kind -> (
     "bandwidth": (("a", "batch", "op", "percent"), ()),
 }
 _HEADER = re.compile(r"^\s*\[\[\s*hypothesis\s*\]\]")
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    id: str
-    kind: str
-    file: str
-    line: int
-    claim: str = ""
-    a: str = ""
-    b: str = ""
-    batches: tuple[int, ...] = ()  # speedup / bandwidth / model_error: the batches; monotonic: (first, last)
-    op: str = ""
-    threshold: tuple[float, ...] = ()  # one number, or (low, high) for "within"; percents stored as fractions
-    gpus: tuple[str, ...] = ()
-    shapes: tuple[tuple[int, int], ...] = ()
-    mode: str = "cold"
-    ours_only: bool = False
-    tier: str = ""
-    stat: str = "median"
-    role: str = ""
-    trend: str = "non-increasing"
-    min_drop: float = 0.0
-    field_lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
-
-    def where(self, name: str) -> str:
-        """'file: line n' of a field (or of the table when the field is absent)."""
-        return f"{self.file}: line {self.field_lines.get(name, self.line)}"
-
-    def threshold_text(self) -> str:
-        unit = "%" if self.kind in ("model_error", "bandwidth") else ""
-        scale = 100.0 if unit else 1.0
-        if self.op == "within":
-            return f"within [{self.threshold[0] * scale:g}, {self.threshold[1] * scale:g}]{unit}"
-        if self.kind == "monotonic":
-            drop = f", drop >= {self.min_drop * 100:g}%" if self.min_drop else ""
-            return f"{self.trend} over M {self.batches[0]}..{self.batches[1]}{drop}"
-        return f"{self.op} {self.threshold[0] * scale:g}{unit}"
 
 
 # ---------------------------------------------------------------------------------------------------- parsing
@@ -281,9 +243,13 @@ def load_hypotheses(paths: str | Path | Iterable[str | Path]) -> list[Hypothesis
     return out
 
 
-def default_files(data_dir: str | Path) -> list[Path]:
-    """The hypothesis files shipped in a data directory: <data_dir>/hypotheses/*.toml."""
-    return sorted((Path(data_dir) / "hypotheses").glob("*.toml"))
+def default_files(data_dir: str | Path | None = None) -> list[Path]:
+    """The hypothesis files of a data directory (<data_dir>/hypotheses/*.toml) when it holds any, else the shipped
+    catalogue's (models.paths.catalogue_dir)."""
+    from models.paths import catalogue_dir
+
+    own = sorted((Path(data_dir) / "hypotheses").glob("*.toml")) if data_dir is not None else []
+    return own or sorted((catalogue_dir() / "hypotheses").glob("*.toml"))
 
 
 # ---------------------------------------------------------------------------------------------------- data checks
@@ -348,12 +314,10 @@ def evaluate_all(
     workbench.analysis.hypothesis_eval).
 
     Either pass `hypotheses` and a `comparison` (from compare_points), or let it load: `hypotheses` default to
-    <data_dir>/hypotheses/*.toml, and `comparison` is built from `measurements` and `calibrations`. Returns one row
+    default_files(data_dir), and `comparison` is built from `measurements` and `calibrations`. Returns one row
     per (hypothesis, GPU, source) with `workbench.analysis.hypothesis_eval.RESULT_COLUMNS`.
     """
     if hypotheses is None:
-        if data_dir is None:
-            raise InputError("evaluate_all needs hypotheses or a data_dir holding hypotheses/*.toml")
         hypotheses = load_hypotheses(default_files(data_dir))
     if comparison is None:
         from workbench.analysis.compare import compare_points, empty_comparison

@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -39,8 +38,46 @@ import pandas as pd
 from workbench.analysis.compare import throttled_mask
 from workbench.analysis.speedup import crossovers, pair_speedups, resolve_side
 
-if TYPE_CHECKING:  # annotations only: workbench.analysis.hypotheses imports this module, never the other way
-    from workbench.analysis.hypotheses import Hypothesis
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One parsed claim (workbench.analysis.hypotheses parses the TOML into it; this module evaluates it)."""
+
+    id: str
+    kind: str
+    file: str
+    line: int
+    claim: str = ""
+    a: str = ""
+    b: str = ""
+    batches: tuple[int, ...] = ()  # speedup / bandwidth / model_error: the batches; monotonic: (first, last)
+    op: str = ""
+    threshold: tuple[float, ...] = ()  # one number, or (low, high) for "within"; percents stored as fractions
+    gpus: tuple[str, ...] = ()
+    shapes: tuple[tuple[int, int], ...] = ()
+    mode: str = "cold"
+    ours_only: bool = False
+    tier: str = ""
+    stat: str = "median"
+    role: str = ""
+    trend: str = "non-increasing"
+    min_drop: float = 0.0
+    field_lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
+
+    def where(self, name: str) -> str:
+        """'file: line n' of a field (or of the table when the field is absent)."""
+        return f"{self.file}: line {self.field_lines.get(name, self.line)}"
+
+    def threshold_text(self) -> str:
+        unit = "%" if self.kind in ("model_error", "bandwidth") else ""
+        scale = 100.0 if unit else 1.0
+        if self.op == "within":
+            return f"within [{self.threshold[0] * scale:g}, {self.threshold[1] * scale:g}]{unit}"
+        if self.kind == "monotonic":
+            drop = f", drop >= {self.min_drop * 100:g}%" if self.min_drop else ""
+            return f"{self.trend} over M {self.batches[0]}..{self.batches[1]}{drop}"
+        return f"{self.op} {self.threshold[0] * scale:g}{unit}"
+
 
 RESULT_COLUMNS = (
     "id", "kind", "claim", "gpu_key", "source", "verdict", "value", "low", "high", "threshold", "n", "detail",

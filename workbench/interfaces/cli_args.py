@@ -10,8 +10,12 @@ import os
 import socket
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from models.errors import InputError
+from models.paths import DATA_ENV, dataset_dir, refuse_installed
 
 MAX_DIM = 1 << 20  # N and K of a weight: 1,048,576 (a 2^20 x 2^20 fp16 weight is already 2 TB)
 MAX_BATCH = 1 << 16  # M: 65,536 tokens per step
@@ -138,6 +142,29 @@ def data_dir(path: Path | str | None, option: str = "--data-dir") -> Path | None
     return p
 
 
+# The one spelling of the data option on every command: --data-dir, alias --data (str, not Path: Path("") is "." and
+# an empty value must be refused, not read as the working directory). None: $WORKBENCH_DATA, else the checkout's data/.
+DATA_DIR_HELP = f"data directory (measurements/, calibration/); default ${DATA_ENV}, else the checkout's data/"
+DataDirOpt = Annotated[str | None, typer.Option("--data-dir", "--data", help=DATA_DIR_HELP)]
+
+
+def dataset(path: Path | str | None, option: str = "--data-dir") -> Path:
+    """The dataset a command reads or writes: `path` (the data option) when given, else $WORKBENCH_DATA, else the
+    checkout's data/; an existing folder, or one line naming where it was looked for."""
+    if path is not None:
+        return data_dir(path, option)  # type: ignore[return-value]
+    env = env_data_dir()
+    if env is not None:
+        return env
+    found = dataset_dir()  # the checkout's data/, or InputError naming --data-dir and WORKBENCH_DATA
+    return data_dir(found, "the checkout's data folder")  # type: ignore[return-value]
+
+
+def writable_target(path: Path | str, option: str) -> Path:
+    """A path the command may write: never inside the installed packages (site-packages)."""
+    return refuse_installed(path, option)
+
+
 # ---------------------------------------------------------------------------------------------------- serving
 def port_value(text: object, option: str) -> int:
     return parse_int(text, option, PORT_RANGE[0], PORT_RANGE[1], "8050")
@@ -158,10 +185,10 @@ def env_host(default: str = "127.0.0.1") -> str:
 
 
 def env_data_dir() -> Path | None:
-    text = os.environ.get("WORKBENCH_DATA")
+    text = os.environ.get(DATA_ENV)
     if text is None or text == "":
         return None
-    return data_dir(text, "WORKBENCH_DATA")
+    return data_dir(text, DATA_ENV)
 
 
 def check_bind(host: str, port: int) -> None:

@@ -1,7 +1,8 @@
 """`workbench export`, `workbench validate` and `workbench report`: predicted vs measured, CSVs and hypotheses.
 
-Everything reads the shipped data directory (`--data`, default the repository's `data/`): measurements under
-`measurements/`, calibrations under `calibration/`, hypotheses under `hypotheses/`. CSVs are SI units at full
+Everything reads one data directory (`--data-dir`, alias `--data`; default $WORKBENCH_DATA, else the checkout's
+`data/`): measurements under `measurements/`, calibrations under `calibration/`, hypotheses under `hypotheses/` (else
+the shipped ones). CSVs are SI units at full
 precision (columns in docs/columns.md), written atomically. Exit codes: 0 ok, 1 a hypothesis failed (validate), 2 bad
 input.
 """
@@ -15,10 +16,8 @@ import pandas as pd
 import typer
 
 from models.errors import InputError
-from models.paths import data_dir
 from workbench.interfaces import cli_args
 
-DATA_DIR = data_dir()
 TABLES = ("comparison", "speedups", "crossovers", "errors")
 SOURCES = {"measured": ("measured",), "predicted": ("predicted",), "both": ("measured", "predicted")}
 
@@ -98,9 +97,7 @@ def explain_empty(comparison: pd.DataFrame, data: Path, **filters) -> str:
 
 # ---------------------------------------------------------------------------------------------------- commands
 GpuOpt = Annotated[list[str] | None, typer.Option("--gpu", help="GPU key(s), repeatable or a comma list")]
-DataOpt = Annotated[  # str, not Path: Path("") is "." and an empty value must be refused, not read as the cwd
-    str, typer.Option("--data-dir", "--data", help="data directory (measurements/, calibration/, hypotheses/)")
-]
+DataOpt = cli_args.DataDirOpt
 
 
 def export(
@@ -115,7 +112,7 @@ def export(
     = None,
     baseline: Annotated[str, typer.Option("--baseline", help="speedup baseline: a kernel or a scheme")] = "cublas_bf16",
     mode: Annotated[str, typer.Option("--mode", help="cold | hot (for --rollup)")] = "cold",
-    data: DataOpt = str(DATA_DIR),
+    data: DataOpt = None,
 ) -> None:
     """Write the predicted-vs-measured comparison (or speedups, crossovers, error summary, model roll-up) as CSV."""
     from workbench.analysis.compare import error_summary, rollup_measured
@@ -131,7 +128,7 @@ def export(
     gpu, scheme, kernel = (cli_args.split_list(v, o) for v, o in ((gpu, "--gpu"), (scheme, "--scheme"),
                                                                    (kernel, "--kernel")))
     batch = cli_args.parse_batches(batch, ())
-    data = cli_args.data_dir(data)
+    data = cli_args.dataset(data)
     comparison, calibrations = load_comparison(data)
     shapes = _check_filters(comparison, gpu, scheme, kernel, shape, batch)
     if rollup is not None:
@@ -168,7 +165,7 @@ def _verdicts(data: Path, hypotheses: list[str] | None, source: str, gpu: list[s
     if source not in SOURCES:
         raise InputError(f"unknown --source {source!r}; valid: {', '.join(SOURCES)}")
     gpu = cli_args.split_list(gpu, "--gpu")
-    data = cli_args.data_dir(data)
+    data = cli_args.dataset(data)
     files = list(hypotheses) if hypotheses else default_files(data)
     if not files:
         raise InputError(f"no hypothesis files in {Path(data) / 'hypotheses'}; give --hypotheses FILE")
@@ -227,7 +224,7 @@ def validate(
     html: Annotated[Path | None, typer.Option("--html", help="also write a self-contained HTML report")] = None,
     csv: Annotated[str | None, typer.Option("--csv", help="also write the verdicts as CSV")] = None,
     gpu: GpuOpt = None,
-    data: DataOpt = str(DATA_DIR),
+    data: DataOpt = None,
 ) -> None:
     """Evaluate the speedup hypotheses per GPU on measured data and on predictions; exit 1 when any fails."""
     if html is not None:
@@ -252,7 +249,7 @@ def report(
     hypotheses: Annotated[list[str] | None, typer.Option("--hypotheses", help="TOML file(s)")] = None,
     source: Annotated[str, typer.Option("--source", help="measured | predicted | both")] = "both",
     gpu: GpuOpt = None,
-    data: DataOpt = str(DATA_DIR),
+    data: DataOpt = None,
 ) -> None:
     """Write one self-contained HTML page: the verdict table and the key figures (exit 0 whatever the verdicts)."""
     from workbench.analysis.report import write_report

@@ -8,15 +8,13 @@ from typing import Annotated
 import typer
 
 from models.errors import InputError
-from models.paths import data_dir as default_data_dir
 from workbench.interfaces import cli_args
 
 
 def import_command(
     file: Annotated[str, typer.Argument(help="aiconfigurator gemm_perf.parquet, or a .csv with gpu, scheme, M, N, K, "
                                              "time_s [, kernel, source, notes]")],
-    data: Annotated[str, typer.Option("--data-dir", "--data", help="data directory; rows go to its public/ folder")]
-    = str(default_data_dir()),
+    data: cli_args.DataDirOpt = None,
     name: Annotated[str | None, typer.Option("--name", help="stored file name (default: from the file)")] = None,
     source: Annotated[str | None, typer.Option("--source", help="provenance for rows that carry none, e.g. "
                                                                 "owner/repo@commit:path")] = None,
@@ -28,7 +26,8 @@ def import_command(
 
     if not str(file).strip():
         raise InputError("FILE is empty; give an aiconfigurator gemm_perf.parquet or a public-timings .csv")
-    root = cli_args.data_dir(cli_args.nonempty(data, "--data-dir"), "--data-dir")
+    root = cli_args.dataset(data)  # rows go to its public/ folder
+    cli_args.writable_target(root / "public", "--data-dir")
     cli_args.nonempty(name, "--name")
     cli_args.nonempty(source, "--source")
     limit = cli_args.parse_int(max_batch, "--max-batch", 1, cli_args.MAX_BATCH, "256")

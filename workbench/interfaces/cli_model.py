@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 
 from models.errors import InputError
+from workbench.interfaces import cli_args
 
 
 def _load(data_dir: Path, files: list[Path] | None = None):
@@ -70,6 +71,7 @@ def fit_transfer(root: Path, reference: str, out: Path | None) -> None:
     target = out or root / FACTORS_FILE
     if target.suffix != ".json":
         raise InputError(f"--out {target}: give a .json file")
+    cli_args.writable_target(target, "--out" if out else "--data-dir")
     pub = _public(root)
     factors = fit_factors(public_points(pub), ref, cal, kernel_facts(), params_for(root), set(LIBRARY))
     factors.provenance.update({"public_files": sorted(set(pub["imported_from"].astype(str).map(
@@ -125,8 +127,7 @@ def _fmt_by_gpu(summary) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("model-fit")
     def model_fit(
-        data_dir: Annotated[Path, typer.Option("--data-dir", help="data directory (measurements/, calibration/)")] =
-        None,  # type: ignore[assignment]
+        data_dir: cli_args.DataDirOpt = None,
         out: Annotated[Path, typer.Option("--out", "-o", help="parameter JSON to write")] = None,  # type: ignore
         measurements: Annotated[list[Path], typer.Option("--measurements", help="fit on these measurement files "
                                                          "only (default: all under the data directory)")] = None,  # type: ignore
@@ -139,11 +140,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Estimate the kernel tier's parameters per kernel from L2-cold, unthrottled measurements."""
         from models.kernel_fit import fit_table, param_frame
-        from models.paths import data_dir as default_dir
         from workbench.analysis.kernel_tier import fit_rows, gpu_lookup, kernel_facts, params_path
         from workbench.storage.store import atomic_write_bytes
 
-        root = data_dir or default_dir()
+        root = cli_args.dataset(data_dir)
         if transfer:
             if measurements:
                 raise InputError("--measurements does not apply to --transfer (it fits on DIR/public)")
@@ -152,6 +152,7 @@ def register(app: typer.Typer) -> None:
         target = out or params_path(root)
         if target.suffix != ".json":
             raise InputError(f"--out {target}: give a .json file")
+        cli_args.writable_target(target, "--out" if out else "--data-dir")
         for m in measurements or []:
             if not m.is_file():
                 raise InputError(f"--measurements {m}: no such file")
@@ -185,6 +186,8 @@ def register(app: typer.Typer) -> None:
         target = out or catalogue_path()
         if target.suffix != ".json":
             raise InputError(f"--out {target}: give a .json file")
+        if not check:  # an installed catalogue is read-only: write it in a checkout, or give --out
+            cli_args.writable_target(target, "--out" if out else "kernel-facts: the shipped catalogue")
         entries = catalogue()
         text = to_json(entries)
         if check:
@@ -201,8 +204,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("model-check")
     def model_check(
-        data_dir: Annotated[Path, typer.Option("--data-dir", help="data directory (measurements/, calibration/)")] =
-        None,  # type: ignore[assignment]
+        data_dir: cli_args.DataDirOpt = None,
         holdout: Annotated[list[Path], typer.Option("--holdout", help="measurement file(s) the parameters never "
                                                     "saw, checked with the shipped parameters")] = None,  # type: ignore
         csv: Annotated[Path, typer.Option("--csv", help="also write the per-point table (SI units)")] = None,  # type: ignore
@@ -212,12 +214,11 @@ def register(app: typer.Typer) -> None:
                                              "out")] = False,
     ) -> None:
         """Model error per tier, scheme and batch range: in sample, leave-one-shape-out and on held-out files."""
-        from models.paths import data_dir as default_dir
         from workbench.analysis.kernel_tier import params_for
         from workbench.analysis.model_check import check, crossovers
         from workbench.interfaces.cli_args import write_csv
 
-        root = data_dir or default_dir()
+        root = cli_args.dataset(data_dir)
         if csv is not None and csv.suffix != ".csv":
             raise InputError(f"--csv {csv}: give a .csv file")
         if by_gpu:

@@ -65,11 +65,18 @@ def _calibrations(tier: str, data_dir: Path | None, gpu_keys: list[str]) -> dict
 
     if tier not in TIERS:
         raise InputError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
+    if data_dir is None:  # $WORKBENCH_DATA, else the checkout's data/; the datasheet and kernel tiers need none
+        from models.paths import checkout_data_dir
+
+        data_dir = cli_args.env_data_dir() or checkout_data_dir()
+        if data_dir is None and tier in ("datasheet", "kernel"):
+            return {}
+        data_dir = cli_args.dataset(data_dir)  # none: one line naming --data-dir and WORKBENCH_DATA
     cals = load_calibrations(data_dir)
     if tier not in ("datasheet", "kernel"):  # the kernel tier falls back to datasheet figures and says so
         missing = [g for g in gpu_keys if g not in cals]
         if missing:
-            raise InputError(f"no calibration for {', '.join(missing)} in {data_dir or 'data'}/calibration; run "
+            raise InputError(f"no calibration for {', '.join(missing)} in {data_dir}/calibration; run "
                              f"`workbench calibrate` on that GPU or use --tier datasheet")
     return cals
 
@@ -215,7 +222,7 @@ def predict_command(
     = None,
     rollup: Annotated[bool, typer.Option("--rollup", help="with --model: time per step and tokens/s")] = False,
     csv: Annotated[str | None, typer.Option("--csv", help="also write the rows to this .csv file (SI units)")] = None,
-    data_dir: Annotated[str | None, typer.Option("--data-dir", "--data", help="folder holding calibration/")] = None,
+    data_dir: cli_args.DataDirOpt = None,
 ) -> None:
     """Predict decode GEMM/GEMV time per GPU, scheme and batch with the roofline model."""
     from models.schemes import get_scheme

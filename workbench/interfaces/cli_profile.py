@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from models.errors import InputError
-from models.paths import data_dir
+from models.paths import dataset_dir
 from models.schemes import GROUP_SIZES
 from workbench.interfaces import cli_args
 from workbench.measure.environment import Environment, detect, require_gpu
@@ -37,10 +37,10 @@ from workbench.measure.profiler import (
 from workbench.measure.timing import TimingConfig
 from workbench.storage import locks, store
 
-DATA_DIR = data_dir()
 
-
-def default_out(env: Environment, hot: bool, root: Path = DATA_DIR) -> Path:
+def default_out(env: Environment, hot: bool, root: Path | None = None) -> Path:
+    """<data dir>/measurements/<gpu>/sweep-<mode>.parquet (root None: models.paths.dataset_dir())."""
+    root = root if root is not None else dataset_dir()
     gpu = env.gpu_key or re.sub(r"[^a-z0-9]+", "-", env.gpu_name.lower()).strip("-") or "gpu"
     return root / "measurements" / gpu / f"sweep-{'hot' if hot else 'cold'}.parquet"
 
@@ -105,8 +105,8 @@ def profile(
     gpus: Annotated[str | None, typer.Option("--gpus", help="all, or NVML indices/UUIDs (0,2)")] = None,
     split: Annotated[bool, typer.Option("--split", help="--gpus/--ray: share one plan between the GPUs")] = False,
     ray: Annotated[str | None, typer.Option("--ray", help="Ray address: local, auto, HOST:PORT")] = None,
-    data_root: Annotated[str, typer.Option("--data-dir", "--data", help="default --out and calibration root")]
-    = str(DATA_DIR),
+    data_root: Annotated[str | None, typer.Option("--data-dir", "--data", help="default --out and calibration root "
+                                                  "(default $WORKBENCH_DATA, else the checkout's data/)")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="wait for a sweep holding this GPU or output to finish")]
     = False,
 ) -> None:
@@ -116,7 +116,8 @@ def profile(
     if group_size is not None and group_size not in GROUP_SIZES:
         raise InputError(f"--group-size {group_size}: accepted group sizes are {', '.join(map(str, GROUP_SIZES))}")
     cfg = TimingConfig(hot=hot, budget_s=budget, use_graph=graph).validate()
-    data_root = Path(cli_args.nonempty(data_root, "--data-dir"))
+    data_root = Path(cli_args.nonempty(data_root, "--data-dir")) if data_root is not None else dataset_dir()
+    cli_args.writable_target(data_root, "--data-dir")
     calibration_dir = calibration_dir or data_root / "calibration"
     for value in shape or []:
         cli_args.parse_shape(value)  # limits and malformed values, before the profiler's parser
@@ -130,6 +131,7 @@ def profile(
     if out is not None:
         if out.suffix != ".parquet":
             raise InputError(f"--out {out}: give a file name ending in .parquet")
+        cli_args.writable_target(out, "--out")
         cli_args.check_out_path(out, "--out")  # creates nothing: no folder is made before a GPU is found
     if gpus or ray or split:  # several GPUs: workbench.interfaces.cli_scale (one worker per GPU, each its own file)
         from workbench.interfaces.cli_scale import profile_many
@@ -185,11 +187,17 @@ def profile(
 
 
 def calibrate(
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="folder for the calibration JSON")] = DATA_DIR
-    / "calibration",
+    out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="folder for the calibration JSON (default: "
+                                                 "the data directory's calibration/)")] = None,
+    data_dir: cli_args.DataDirOpt = None,
 ) -> None:
     """Measure this GPU's ceilings (bandwidths, launch floor, FMA and mma.sync peaks, cuBLAS) and store them."""
     from workbench.measure.calibrate import calibrate as run_calibration
+
+    if out_dir is None:
+        root = Path(cli_args.nonempty(data_dir, "--data-dir")) if data_dir is not None else dataset_dir()
+        out_dir = root / "calibration"
+    cli_args.writable_target(out_dir, "--out")
 
     require_gpu()  # before anything is created
     env = detect()

@@ -11,11 +11,9 @@ import pandas as pd
 import typer
 
 from models.errors import InputError
-from models.paths import data_dir
 from workbench.interfaces import cli_args
 from workbench.interfaces.format import fmt_percent, fmt_time
 
-DATA_DIR = data_dir()
 ListOpt = list[str] | None
 
 
@@ -117,7 +115,7 @@ def recommend_command(
     = "1024x4096",
     seed: SeedOpt = 0, std: StdOpt = 0.02, df: DfOpt = 4.0, outliers: OutliersOpt = "columns",
     rate: RateOpt = 0.01, magnitude: MagOpt = 20.0,
-    data: Annotated[Path, typer.Option("--data", help="data directory holding measurements/")] = DATA_DIR,
+    data: cli_args.DataDirOpt = None,
     csv: CsvOpt = None,
 ) -> None:
     """For each batch: the fastest scheme measured and predicted, the margin and whether it is inside the noise; the
@@ -132,9 +130,10 @@ def recommend_command(
         raise InputError("give --shape or --model, not both")
     if mode not in ("cold", "hot"):
         raise InputError(f"unknown --mode {mode!r}; valid: cold, hot")
+    data = cli_args.dataset(data)
     comparison, cals = load_comparison(data)
     if comparison.empty:
-        raise InputError(f"no measurements under {data}; run `workbench profile` or give --data DIR")
+        raise InputError(f"no measurements under {data}; run `workbench profile` or give --data-dir DIR")
     measured_gpus = sorted(set(comparison["gpu_key"].astype(str)))
     if gpu is None:
         if len(measured_gpus) != 1:

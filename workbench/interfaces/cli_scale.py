@@ -128,9 +128,10 @@ def merge(
     from rich.console import Console
     from rich.table import Table
 
+    from workbench.interfaces.cli_args import writable_target
     from workbench.storage.merge import merge as run_merge
 
-    result = run_merge(sources, out)
+    result = run_merge(sources, writable_target(out, "--out"))
     for path, n in result.inputs:
         print(f"read {n} rows from {path}")
     table = Table(title=f"{len(result.frame)} rows ({result.duplicates} duplicate points dropped: newest kept)")

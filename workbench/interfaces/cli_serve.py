@@ -14,12 +14,12 @@ import typer
 from workbench.interfaces import cli_args
 
 
-def resolve(host: str | None, port: str | None, data_dir: str | Path | None) -> tuple[str, int, Path | None]:
-    """(host, port, data dir) from the flags, else WORKBENCH_HOST / WORKBENCH_PORT / WORKBENCH_DATA, else defaults;
-    validated and the address checked for binding."""
+def resolve(host: str | None, port: str | None, data_dir: str | Path | None) -> tuple[str, int, Path]:
+    """(host, port, data dir) from the flags, else WORKBENCH_HOST / WORKBENCH_PORT / WORKBENCH_DATA, else defaults
+    (the data: the checkout's data/); validated and the address checked for binding."""
     host = cli_args.nonempty(host, "--host") if host is not None else cli_args.env_host()
     port_n = cli_args.port_value(port, "--port") if port is not None else cli_args.env_port()
-    data = cli_args.data_dir(data_dir) if data_dir is not None else cli_args.env_data_dir()
+    data = cli_args.dataset(data_dir)
     cli_args.check_bind(host, port_n)
     return host, port_n, data
 
@@ -27,10 +27,7 @@ def resolve(host: str | None, port: str | None, data_dir: str | Path | None) -> 
 def serve_command(
     host: Annotated[str | None, typer.Option(help="Interface to bind (env WORKBENCH_HOST; default 127.0.0.1).")] = None,
     port: Annotated[str | None, typer.Option(help="Port 1-65535 (env WORKBENCH_PORT; default 8050).")] = None,
-    data_dir: Annotated[
-        str | None,
-        typer.Option("--data-dir", "--data", help="Workbench data directory (env WORKBENCH_DATA; default data/)."),
-    ] = None,
+    data_dir: cli_args.DataDirOpt = None,
     debug: Annotated[bool, typer.Option(help="Dash debug mode (reloader, dev tools).")] = False,
 ) -> None:
     """Serve the dashboard (predicted vs measured, roofline, speedup, clocks, hypotheses) in a browser."""

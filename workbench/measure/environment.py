@@ -47,7 +47,7 @@ def git_commit(root: Path = REPO_ROOT) -> str:
 
     The variable wins because a copy of the working tree sent to a GPU machine can carry a .git that lags the files
     (seen on the device machine: HEAD at the session's first commit, the tree at a later one, read as "-dirty");
-    bench/record_h200.sh is run with the commit whose tree it was sent.
+    scripts/record_h200.sh is run with the commit whose tree it was sent.
     """
     env = os.environ.get("WORKBENCH_GIT_COMMIT", "").strip()
     if env:

@@ -25,7 +25,7 @@ MEASUREMENT_SUFFIXES = (".parquet", ".csv")
 PUBLIC_DIR = "public"  # <data dir>/public/: imported public timings (workbench.storage.public), never measurements
 _INT_KINDS = "iu"
 _FLOAT_KINDS = "fiu"
-# What identifies one measured point (the one definition: the profiler's resume, fold_journal, bench/run_diff.py).
+# What identifies one measured point (the one definition: the profiler's resume, fold_journal, scripts/run_diff.py).
 POINT_KEY = ("gpu_uuid", "kernel", "scheme", "layer", "M", "N", "K", "mode", "group_size")
 
 

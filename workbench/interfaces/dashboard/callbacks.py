@@ -1,4 +1,4 @@
-"""Callbacks as plain functions of (state, control values), and `register(app, state)` that wires them to Dash.
+"""Callbacks as plain functions of (state, control values); `wiring.wire(app, state, guard)` attaches them to Dash.
 
 Only the visible view recomputes: one callback owns every figure and fills the open tab's (the others get no update);
 figures are cached per (view, selection, uploads). Every input is validated (queries.make_selection drops values of
@@ -17,16 +17,7 @@ from typing import Any
 import pandas as pd
 
 from models.errors import InputError
-from workbench.interfaces.dashboard import (
-    guard,
-    ids,
-    style,
-    table,
-    views,
-    views_breakdown,
-    views_lessons,
-    views_public,
-)
+from workbench.interfaces.dashboard import ids, style, table, views, views_breakdown, views_lessons, views_public
 from workbench.interfaces.dashboard.data import DashboardData, Frames, UploadRegistry, parse_upload, session_frames
 from workbench.interfaces.dashboard.queries import Selection, control_options, make_selection, status_lines
 from workbench.interfaces.dashboard.uploads import MB, UPLOAD_LIMIT_BYTES, UPLOAD_LIMIT_MB
@@ -253,9 +244,3 @@ def upload(state: AppState, contents: Any, filename: Any, tokens: Any) -> tuple[
         f"kernels named '<kernel> @{name}'."
     )
 
-
-def register(app: Any, state: AppState) -> None:
-    """Attach every callback to `app` (called by the factory; nothing here runs at import)."""
-    from workbench.interfaces.dashboard.wiring import wire
-
-    wire(app, state, guard)

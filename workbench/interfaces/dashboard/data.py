@@ -22,11 +22,10 @@ import numpy as np
 import pandas as pd
 
 from models.errors import InputError
-from models.paths import data_dir
+from models.paths import dataset_dir
 from models.roofline import TIERS
 from workbench.interfaces.dashboard.uploads import Upload
 
-DEFAULT_DATA_DIR = data_dir()
 # Batch grid of the predicted curves: quarter-octave steps from 1 to 256 plus every measured M.
 BATCH_GRID = tuple(sorted({int(round(2 ** (i / 4))) for i in range(33)}))
 CATEGORY_COLUMNS = ("gpu_key", "scheme", "kernel", "mode", "role")
@@ -259,8 +258,9 @@ def _cached(resolved: str) -> DashboardData:
 
 
 def load_data(data_dir: str | Path | None = None) -> DashboardData:
-    """The data of one directory, built once per process and shared by every request."""
-    return _cached(str(Path(data_dir or DEFAULT_DATA_DIR).resolve()))
+    """The data of one directory (None: models.paths.dataset_dir()), built once per process and shared by every
+    request."""
+    return _cached(str(Path(data_dir or dataset_dir()).resolve()))
 
 
 # ---------------------------------------------------------------------------------------------------- uploads

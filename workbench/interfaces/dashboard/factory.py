@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.resources
 from pathlib import Path
 from typing import Any
 
-from workbench.interfaces.dashboard.callbacks import AppState, register
+from workbench.interfaces.dashboard.callbacks import AppState
 from workbench.interfaces.dashboard.data import load_data
 from workbench.interfaces.dashboard.layout import build_layout
 from workbench.interfaces.dashboard.queries import default_selection
 from workbench.interfaces.dashboard.uploads import UPLOAD_LIMIT_BYTES, UPLOAD_LIMIT_MB
 
-ASSETS = Path(__file__).resolve().parent / "assets"
+ASSETS = Path(str(importlib.resources.files(__package__) / "assets"))  # package data (pyproject.toml), on disk
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8050
 # Uploads arrive base64-encoded (4/3) inside the callback JSON: requests up to 2x the file limit are read and answered
@@ -62,6 +63,7 @@ def create_app(data_dir: str | Path | None = None) -> Any:
     from dash import Dash
 
     from workbench.interfaces.dashboard import guard, urlstate
+    from workbench.interfaces.dashboard.wiring import wire
 
     data = load_data(data_dir)
     app = Dash(
@@ -81,7 +83,7 @@ def create_app(data_dir: str | Path | None = None) -> Any:
     links = "\n        ".join(f'<link rel="preload" as="script" href="{prefix}{path}">' for path in PRELOAD)
     app.index_string = INDEX.replace("PRELOADS", links)
     state = AppState(data)
-    register(app, state)
+    wire(app, state, guard)  # every callback: wiring imports callbacks, never the other way
     warm_up(state, defaults)
     app.server.config["MAX_CONTENT_LENGTH"] = REQUEST_LIMIT_BYTES
     guard.install(app.server, TOO_LARGE)
