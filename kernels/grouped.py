@@ -1,0 +1,247 @@
+"""Grouped GEMV-class kernels for MoE decode (kernels/grouped_gemv.cu): every expert of one layer in one launch.
+
+A problem is one MoE expert layer at batch B: E experts of N x K weights (stacked [E, N, K]), top-k routing drawn by
+models.moe.draw with a fixed routing seed, the routed token list (rows sorted by expert, offsets per expert), and the
+output [B * k, N] in routed order. Only the touched experts' weights are read; `touched_bytes` is what the launch
+must move (the read-limit anchor of bench/bench_moe.py).
+
+`GroupedRunner` follows the registry's Runner protocol with M = the batch B (so workbench.measure.timing.measure times
+it: float64 check, L2-cold rotation, CUDA-graph replays). Its input sets share one weight allocation and differ by a
+relabelling of the experts (the same routing histogram on other experts' bytes), so the rotation stays L2-cold without
+a second copy of tens of GB of experts. The grouped kernels are not in the registry's PROVIDERS: their problems have
+E, top-k and a routing besides (M, N, K), which the dense profiler sweep does not carry.
+Weights are random bit patterns drawn on the device (bf16 with exponents around 2^-7; W4 codes, scales and zeros),
+valid for every scheme and cheap for DeepSeek-V3's 15 GB of expert weights; the reference reads them back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernels import build, pack_w4, quant
+from kernels.launch import device_sms, resident_blocks
+from kernels.registry import Problem
+from models.errors import InputError
+from models.kernel_terms import KernelFacts
+from models.moe import Routing, draw, parse_routing, route
+
+SOURCE = "grouped_gemv.cu"
+INCLUDED = ("gemv_f16.cu", "gemv_w4a16.cu")  # .cu files grouped_gemv.cu includes (the build cache hashes only .cuh)
+SCHEMES = ("bf16", "w4a16")
+ENTRY = {("bf16", True): "grouped_gemv_bf16", ("bf16", False): "grouped_gemv_bf16",
+         ("w4a16", True): "grouped_gemv_w4a16", ("w4a16", False): "grouped_gemv_w4a16_routed"}
+MB_BINS = (1, 2, 4, 8, 16)
+G = 128
+# What the kernel tier reads about them: CUDA-core products over the rows of each pass, weights read once per pass.
+FACTS = {
+    "bf16": KernelFacts(family="gemv", path="cuda_core", cuda_core_rows=True,
+                        m_tiles=tuple((mb, mb) for mb in MB_BINS)),
+    "w4a16": KernelFacts(family="gemv", path="cuda_core", dequant="w4", cuda_core_rows=True,
+                         m_tiles=tuple((mb, mb) for mb in MB_BINS)),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    mb: int  # rows of an expert per pass
+    rw: int = 4  # weight rows per tile
+    u: int = 2  # 16-byte chunks per row in flight per thread
+    warps: int = 4
+
+    def options(self) -> tuple[str, ...]:
+        return (f"-DGEMV_MB={self.mb}", f"-DGEMV_RW={self.rw}", f"-DGEMV_U={self.u}", "-DGEMV_XREG=0",
+                f"-DGROUPED_DEPS={_deps_hash()}")
+
+
+def _deps_hash() -> str:
+    h = hashlib.sha256()
+    for name in INCLUDED:
+        h.update(build.source_path(name).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def choose_config(scheme: str, batch: int, experts: int, top_k: int, **override: Any) -> Config:
+    """Rows per pass from the mean rows per touched expert under uniform routing (a host-side figure of (B, E, k)
+    alone, so a CUDA graph does not depend on the routing; busier experts take more passes)."""
+    touched = experts * (1.0 - (1.0 - top_k / experts) ** batch)
+    mean = batch * top_k / touched
+    mb = next((b for b in MB_BINS if mean <= b), MB_BINS[-1])
+    cfg = Config(mb=mb, rw=8 if scheme == "w4a16" and mb in (4, 8) else 4, u=1 if scheme == "w4a16" else 2)
+    return Config(**{**cfg.__dict__, **override})
+
+
+def check(scheme: str, batch: int, N: int, K: int, experts: int, top_k: int) -> None:
+    """InputError for a problem these kernels refuse, before anything is allocated."""
+    if scheme not in SCHEMES:
+        raise InputError(f"grouped kernels take scheme bf16 or w4a16, got {scheme!r}")
+    if min(batch, N, K, experts, top_k) < 1 or top_k > experts:
+        raise InputError(f"grouped GEMV needs B, N, K >= 1 and 1 <= top-k <= E, got B={batch}, N={N}, K={K}, "
+                         f"E={experts}, top-k={top_k}")
+    mult = 32 if scheme == "w4a16" else 8
+    if K % mult or (scheme == "w4a16" and K % G):
+        raise InputError(f"grouped {scheme} needs K divisible by {G if scheme == 'w4a16' else mult}, got K={K}")
+    if experts * N * K >= 2**31 * 8:
+        raise InputError(f"grouped {scheme}: E*N*K={experts * N * K} is too large for the kernel's indexing")
+
+
+def expert_bytes(scheme: str, N: int, K: int) -> int:
+    """Bytes of one expert's weights as the kernel stores them (W4A16: codes and one scale+zero word per group)."""
+    return N * K * 2 if scheme == "bf16" else N * K // 2 + N * (K // G) * 4
+
+
+# ---------------------------------------------------------------- device data
+
+
+def random_weights(scheme: str, experts: int, N: int, K: int, seed: int) -> tuple[Any, ...]:
+    """Weights of every expert, stacked [E * N, ...], as random valid bit patterns (see the module doc), drawn a few
+    experts at a time (int32 draws: the only integer type CuPy's randint takes)."""
+    import cupy as cp
+
+    rs = cp.random.RandomState(seed)
+    rows = experts * N
+    if scheme == "bf16":
+        out = cp.empty((rows, K), dtype=cp.uint16)
+    else:
+        out = cp.empty((rows, K // 8), dtype=cp.uint32)
+        sz = cp.empty((rows, K // G), dtype=cp.uint32)
+    step = max(1, (1 << 26) // max(K, 1))  # rows per draw: 64 M values
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        if scheme == "bf16":
+            v = rs.randint(0, 1 << 30, size=(r1 - r0, K), dtype=cp.int32).view(cp.uint32)
+            exp = (cp.uint32(0x76) + (v >> 16) % cp.uint32(3)) << 7  # 2^-9 .. 2^-7 times 1.m
+            out[r0:r1] = ((v & cp.uint32(0x807F)) | exp).astype(cp.uint16)
+        else:
+            hi = rs.randint(0, 1 << 16, size=(r1 - r0, K // 8), dtype=cp.int32).view(cp.uint32)
+            lo = rs.randint(0, 1 << 16, size=(r1 - r0, K // 8), dtype=cp.int32).view(cp.uint32)
+            out[r0:r1] = (hi << 16) | lo
+            scales = (rs.uniform(0.5, 1.5, size=(r1 - r0, K // G)) * 0.02).astype(cp.float16)
+            zeros = rs.randint(0, 16, size=(r1 - r0, K // G), dtype=cp.int32)
+            sz[r0:r1] = pack_w4.pack_scale_zero(scales, zeros, cp)
+    return (out,) if scheme == "bf16" else (out, sz)
+
+
+def dequantized(scheme: str, weights: tuple[Any, ...], expert: int, N: int, K: int) -> Any:
+    """One expert's weights as float64 [N, K] on the device (the reference's operand)."""
+    import cupy as cp
+
+    sl = slice(expert * N, (expert + 1) * N)
+    if scheme == "bf16":
+        return quant.from_bf16_bits(weights[0][sl], cp).astype(cp.float64)
+    codes = pack_w4.unpack_w4_fast(weights[0][sl], cp).astype(cp.float64)
+    sz = weights[1][sl]
+    scale = cp.ascontiguousarray((sz & 0xFFFF).astype(cp.uint16)).view(cp.float16).astype(cp.float64)
+    zero = cp.ascontiguousarray((sz >> 16).astype(cp.uint16)).view(cp.float16).astype(cp.float64) - 1024.0
+    g = codes.reshape(N, K // G, G)
+    return ((g - zero[..., None]) * scale[..., None]).reshape(N, K)
+
+
+@dataclass
+class Routed:
+    """One routing of a batch: [B, k] choices, the routed rows and offsets (host and device)."""
+
+    choices: np.ndarray
+    rows: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def touched(self) -> int:
+        return int(np.count_nonzero(self.counts))
+
+
+def routed(batch: int, experts: int, top_k: int, routing: Routing | str | None, seed: int,
+           relabel: int | None = None) -> Routed:
+    """The routing drawn with `seed`; `relabel` (a seed) maps the experts through a random permutation."""
+    c = draw(batch, experts, top_k, routing, seed)
+    if relabel is not None:
+        c = np.random.default_rng(relabel).permutation(experts)[c]
+    rows, offsets = route(c, experts)
+    return Routed(c, rows, offsets)
+
+
+class GroupedRunner:
+    """Runner protocol (M = batch) of one grouped kernel on one MoE layer (E, top_k, routing, routing seed)."""
+
+    def __init__(self, scheme: str, experts: int, top_k: int, routing: Routing | str | None = None,
+                 routing_seed: int = 0, gather: bool = True, **config: Any) -> None:
+        self.scheme, self.experts, self.top_k = scheme, experts, top_k
+        self.routing = parse_routing(routing)
+        self.routing_seed, self.gather, self.config = routing_seed, gather, config
+        self.name = f"grouped_{scheme}"
+        self._weights: dict[tuple[int, int], tuple[Any, ...]] = {}
+
+    def check(self, M: int, N: int, K: int) -> None:
+        check(self.scheme, M, N, K, self.experts, self.top_k)
+        self.routing.check(self.experts, self.top_k)
+
+    def weights(self, N: int, K: int) -> tuple[Any, ...]:
+        if (N, K) not in self._weights:
+            self._weights[(N, K)] = random_weights(self.scheme, self.experts, N, K, seed=N * 7 + K)
+        return self._weights[(N, K)]
+
+    def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
+        import cupy as cp
+
+        self.check(M, N, K)
+        r = routed(M, self.experts, self.top_k, self.routing, self.routing_seed,
+                   None if seed == self.routing_seed else seed)
+        R = M * self.top_k
+        xdt = cp.uint16 if self.scheme == "bf16" else cp.float16
+        rng = cp.random.RandomState(seed + 12345)
+        xf = rng.standard_normal((M if self.gather else R, K), dtype=cp.float32)
+        x = quant.to_bf16_bits(xf, cp) if self.scheme == "bf16" else xf.astype(cp.float16)
+        y = cp.empty((R, N), dtype=xdt)
+        rows, offsets = cp.asarray(r.rows), cp.asarray(r.offsets)
+        w = self.weights(N, K)
+        cfg = choose_config(self.scheme, M, self.experts, self.top_k, **self.config)
+        func = build.function(SOURCE, ENTRY[(self.scheme, self.gather)], cfg.options())
+        threads = cfg.warps * 32
+        items = self.experts * -(-N // cfg.rw)
+        grid = min(items, resident_blocks(func, threads) * device_sms())
+        if self.scheme == "bf16":
+            args = (w[0], x, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K),
+                    np.int32(int(self.gather)))
+        else:
+            args = (w[0], w[1], x, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K),
+                    np.int32(int(math.log2(G // 32))))
+
+        def launch() -> None:
+            func((grid,), (threads,), args)
+
+        touched = r.touched * expert_bytes(self.scheme, N, K)
+        moved = x.nbytes + y.nbytes + rows.nbytes + offsets.nbytes
+        ref = self.reference(w, x, r, N, K) if reference else None
+        arrays = {"w": w, "x": x, "rows": rows, "offsets": offsets, "launch": launch, "routed": r, "config": cfg,
+                  "grid": grid}
+        return Problem(M=M, N=N, K=K, arrays=arrays, out=y, nbytes=touched + moved, ref=ref, bytes=touched + moved)
+
+    def reference(self, w: tuple[Any, ...], x: Any, r: Routed, N: int, K: int) -> Any:
+        """float64 y [R, N] from the weights the kernel reads (dequantized) and the bf16/fp16 activations."""
+        import cupy as cp
+
+        xf = quant.from_bf16_bits(x, cp).astype(cp.float64) if self.scheme == "bf16" else x.astype(cp.float64)
+        rows = cp.asarray(r.rows) if self.gather else cp.arange(len(r.rows))
+        y = cp.zeros((len(r.rows), N), dtype=cp.float64)
+        for e in np.flatnonzero(r.counts):
+            lo, hi = int(r.offsets[e]), int(r.offsets[e + 1])
+            y[lo:hi] = xf[rows[lo:hi]] @ dequantized(self.scheme, w, int(e), N, K).T
+        return y
+
+    def launch(self, problem: Problem) -> None:
+        problem.arrays["launch"]()
+
+    def output(self, problem: Problem) -> Any:
+        import cupy as cp
+
+        y = problem.out
+        return cp.asnumpy(quant.from_bf16_bits(y, cp).astype(cp.float64) if self.scheme == "bf16"
+                          else y.astype(cp.float64))
