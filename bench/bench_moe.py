@@ -144,8 +144,8 @@ def main() -> None:
         torch, has_grouped_mm = None, False
     rows: list[dict[str, Any]] = []
     fields = ["model", "layer", "scheme", "kernel", "B", "N", "K", "E", "top_k", "routing", "touched", "busiest",
-              "touched_bytes", "time_s", "p10_s", "p90_s", "ref_err", "rotate_sets", "method", "read_s", "read_src",
-              "over_read", "note"]
+              "touched_bytes", "time_s", "p10_s", "p90_s", "ref_err", "rotate_sets", "method", "config", "read_s",
+              "read_src", "over_read", "note"]
     with open(out_path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
@@ -154,12 +154,17 @@ def main() -> None:
                 if layer not in args.layers.split(","):
                     continue
                 for scheme in args.schemes.split(","):
-                    ours = grouped.GroupedRunner(scheme, E, k, args.routing, routing_seed=0, gather=layer == "gate_up")
+                    gather = layer == "gate_up"
+                    ours = grouped.GroupedRunner(f"grouped_{scheme}", E, k, args.routing, routing_seed=0,
+                                                 gather=gather)
                     runners: list[Any] = [ours]
-                    if scheme == "bf16" and not args.no_peers and torch is not None:
-                        runners.append(TorchPeer(ours, "loop"))
-                        if has_grouped_mm:
-                            runners.append(TorchPeer(ours, "grouped_mm"))
+                    if scheme == "bf16":
+                        runners.insert(0, grouped.GroupedRunner("grouped_bf16_tc", E, k, args.routing,
+                                                                routing_seed=0, gather=gather))
+                        if not args.no_peers and torch is not None:  # on the CUDA-core kernel's row-major weights
+                            runners.append(TorchPeer(ours, "loop"))
+                            if has_grouped_mm:
+                                runners.append(TorchPeer(ours, "grouped_mm"))
                     for B in map(int, args.batches.split(",")):
                         first = ours.make(B, N, K, seed=0, reference=False)
                         r = first.arrays["routed"]
@@ -171,6 +176,7 @@ def main() -> None:
                         del first
                         for run in runners:
                             row = {"model": model, "layer": layer, "scheme": scheme, "kernel": run.name, "B": B,
+                                   "config": str(getattr(run, "launch_config", lambda m, k: "")(B, K)),
                                    "N": N, "K": K, "E": E, "top_k": k, "routing": args.routing,
                                    "touched": r.touched, "busiest": int(r.counts.max()), "touched_bytes": tb,
                                    "read_s": read_s, "read_src": src, "note": ""}
@@ -189,7 +195,8 @@ def main() -> None:
                             rows.append(row)
                             w.writerow(row)
                             fh.flush()
-                    ours._weights.clear()
+                    for run in runners:
+                        getattr(run, "_weights", {}).clear()
                     cp.get_default_memory_pool().free_all_blocks()
     _print(rows)
     print(f"rows: {out_path}")
@@ -211,13 +218,16 @@ def _print(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         table.setdefault(key(r), {"touched": r["touched"], "busiest": r["busiest"], "read": r["read_s"]})[
             r["kernel"]] = r.get("time_s", math.nan)
-    print(f"{'model':14} {'layer':7} {'sch':5} {'B':>3} {'tch':>4} {'max':>3} {'read us':>8} {'ours us':>8} "
-          f"{'/read':>5} {'loop us':>8} {'gmm us':>8} {'loop/o':>6} {'gmm/o':>6}")
+    print("ours: the faster of our grouped kernels of the scheme (bf16: tensor-core tc or CUDA-core cc)")
+    print(f"{'model':14} {'layer':7} {'sch':5} {'B':>3} {'tch':>4} {'max':>3} {'read us':>8} {'tc us':>8} "
+          f"{'cc us':>8} {'/read':>5} {'loop us':>8} {'gmm us':>8} {'loop/o':>6} {'gmm/o':>6}")
     for (model, layer, scheme, B), v in table.items():
-        o = v.get(f"grouped_{scheme}", math.nan)
+        tc, cc = v.get(f"grouped_{scheme}_tc", math.nan), v.get(f"grouped_{scheme}", math.nan)
+        o = min(tc, cc) if math.isfinite(tc) and math.isfinite(cc) else cc if math.isfinite(cc) else tc
         lp, gm = v.get("torch_loop", math.nan), v.get("torch_grouped_mm", math.nan)
         print(f"{model:14} {layer:7} {scheme:5} {B:>3} {v['touched']:>4} {v['busiest']:>3} {v['read'] * 1e6:>8.1f} "
-              f"{o * 1e6:>8.1f} {o / v['read']:>5.2f} {lp * 1e6:>8.1f} {gm * 1e6:>8.1f} {lp / o:>6.2f} {gm / o:>6.2f}")
+              f"{tc * 1e6:>8.1f} {cc * 1e6:>8.1f} {o / v['read']:>5.2f} {lp * 1e6:>8.1f} {gm * 1e6:>8.1f} "
+              f"{lp / o:>6.2f} {gm / o:>6.2f}")
 
 
 if __name__ == "__main__":

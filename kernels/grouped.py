@@ -30,19 +30,26 @@ from models.errors import InputError
 from models.kernel_terms import KernelFacts
 from models.moe import Routing, draw, parse_routing, route
 
-SOURCE = "grouped_gemv.cu"
-INCLUDED = ("gemv_f16.cu", "gemv_w4a16.cu")  # .cu files grouped_gemv.cu includes (the build cache hashes only .cuh)
+# .cu files the grouped sources include (the build cache hashes the source and the .cuh headers only)
+INCLUDED = {"grouped_gemv.cu": ("gemv_f16.cu", "gemv_w4a16.cu"), "grouped_tc.cu": ("gemv_f16_tc.cu",)}
 SCHEMES = ("bf16", "w4a16")
-ENTRY = {("bf16", True): "grouped_gemv_bf16", ("bf16", False): "grouped_gemv_bf16",
-         ("w4a16", True): "grouped_gemv_w4a16", ("w4a16", False): "grouped_gemv_w4a16_routed"}
+# kernel -> (scheme, source, tensor cores)
+KERNELS = {"grouped_bf16": ("bf16", "grouped_gemv.cu", False), "grouped_bf16_tc": ("bf16", "grouped_tc.cu", True),
+           "grouped_w4a16": ("w4a16", "grouped_gemv.cu", False)}
+ENTRY = {("grouped_bf16", True): "grouped_gemv_bf16", ("grouped_bf16", False): "grouped_gemv_bf16",
+         ("grouped_bf16_tc", True): "grouped_f16_tc", ("grouped_bf16_tc", False): "grouped_f16_tc",
+         ("grouped_w4a16", True): "grouped_gemv_w4a16", ("grouped_w4a16", False): "grouped_gemv_w4a16_routed"}
 MB_BINS = (1, 2, 4, 8, 16)
+MAX_EXPERTS = 1024  # GROUPED_MAX_E: the touched-expert list each CTA keeps in shared memory
 G = 128
 # What the kernel tier reads about them: CUDA-core products over the rows of each pass, weights read once per pass.
 FACTS = {
-    "bf16": KernelFacts(family="gemv", path="cuda_core", cuda_core_rows=True,
-                        m_tiles=tuple((mb, mb) for mb in MB_BINS)),
-    "w4a16": KernelFacts(family="gemv", path="cuda_core", dequant="w4", cuda_core_rows=True,
-                         m_tiles=tuple((mb, mb) for mb in MB_BINS)),
+    "grouped_bf16": KernelFacts(family="gemv", path="cuda_core", cuda_core_rows=True,
+                                m_tiles=tuple((mb, mb) for mb in MB_BINS)),
+    "grouped_bf16_tc": KernelFacts(family="gemv", path="mma_sync_bf16", m_tiles=((8, 8), (16, 16), (24, 24),
+                                                                                  (1 << 30, 32))),
+    "grouped_w4a16": KernelFacts(family="gemv", path="cuda_core", dequant="w4", cuda_core_rows=True,
+                                 m_tiles=tuple((mb, mb) for mb in MB_BINS)),
 }
 
 
@@ -55,36 +62,71 @@ class Config:
 
     def options(self) -> tuple[str, ...]:
         return (f"-DGEMV_MB={self.mb}", f"-DGEMV_RW={self.rw}", f"-DGEMV_U={self.u}", "-DGEMV_XREG=0",
-                f"-DGROUPED_DEPS={_deps_hash()}")
+                f"-DGROUPED_DEPS={_deps_hash('grouped_gemv.cu')}")
 
 
-def _deps_hash() -> str:
+@dataclass(frozen=True)
+class TcConfig:
+    nt: int  # n-tiles of 8 rows of an expert per pass
+    warps: int = 8  # splitting K
+    u: int = 1
+    tiles: int = 1  # row tiles of 16 channels per item
+    minb: int = 2
+
+    def options(self) -> tuple[str, ...]:
+        return ("-DF16_BF16=1", f"-DTCF_NT={self.nt}", f"-DTCF_WARPS={self.warps}", f"-DTCF_U={self.u}",
+                f"-DTCF_TILES={self.tiles}", f"-DTCF_MINB={self.minb}", f"-DGROUPED_DEPS={_deps_hash('grouped_tc.cu')}")
+
+
+def _deps_hash(source: str) -> str:
     h = hashlib.sha256()
-    for name in INCLUDED:
+    for name in INCLUDED[source]:
         h.update(build.source_path(name).read_bytes())
     return h.hexdigest()[:12]
 
 
-def choose_config(scheme: str, batch: int, experts: int, top_k: int, **override: Any) -> Config:
-    """Rows per pass from the mean rows per touched expert under uniform routing (a host-side figure of (B, E, k)
-    alone, so a CUDA graph does not depend on the routing; busier experts take more passes)."""
+def mean_rows(batch: int, experts: int, top_k: int) -> float:
+    """Rows per touched expert under uniform routing: a host-side figure of (B, E, k) alone, so the launch (and a
+    CUDA graph of it) does not depend on the routing; busier experts take more passes."""
     touched = experts * (1.0 - (1.0 - top_k / experts) ** batch)
-    mean = batch * top_k / touched
+    return batch * top_k / touched
+
+
+def choose_tc_config(batch: int, K: int, experts: int, top_k: int, **override: Any) -> TcConfig:
+    nt = max(1, min(4, math.ceil(mean_rows(batch, experts, top_k) / 8)))
+    chunks = K // 64
+    warps = 16 if chunks >= 64 and nt <= 2 else 8 if chunks >= 16 else 4
+    cfg = TcConfig(nt=nt, warps=warps)
+    return TcConfig(**{**cfg.__dict__, **override})
+
+
+def choose_config(scheme: str, batch: int, K: int, experts: int, top_k: int, **override: Any) -> Config:
+    """CUDA-core kernels: rows per pass from `mean_rows`, warps and rows per tile from the row length."""
+    mean = mean_rows(batch, experts, top_k)
     mb = next((b for b in MB_BINS if mean <= b), MB_BINS[-1])
-    cfg = Config(mb=mb, rw=8 if scheme == "w4a16" and mb in (4, 8) else 4, u=1 if scheme == "w4a16" else 2)
+    u = 1 if scheme == "w4a16" else 2
+    chunks = K // (32 if scheme == "w4a16" else 8)  # 16-byte chunks per weight row
+    warps = max(1, min(4, -(-chunks // (32 * u))))  # no idle lanes on short rows (K = 768: 3 warps of bf16, 1 of W4)
+    rw = 8 if warps < 4 or (scheme == "w4a16" and mb in (4, 8)) else 4
+    cfg = Config(mb=mb, rw=rw, u=u, warps=warps)
     return Config(**{**cfg.__dict__, **override})
 
 
-def check(scheme: str, batch: int, N: int, K: int, experts: int, top_k: int) -> None:
+def check(kernel: str, batch: int, N: int, K: int, experts: int, top_k: int) -> None:
     """InputError for a problem these kernels refuse, before anything is allocated."""
-    if scheme not in SCHEMES:
-        raise InputError(f"grouped kernels take scheme bf16 or w4a16, got {scheme!r}")
+    if kernel not in KERNELS:
+        raise InputError(f"unknown grouped kernel {kernel!r}; valid: {', '.join(KERNELS)}")
+    scheme, _, tc = KERNELS[kernel]
+    if tc and (N % 16 or K % 64):
+        raise InputError(f"{kernel} needs N divisible by 16 and K by 64, got N={N}, K={K}")
     if min(batch, N, K, experts, top_k) < 1 or top_k > experts:
         raise InputError(f"grouped GEMV needs B, N, K >= 1 and 1 <= top-k <= E, got B={batch}, N={N}, K={K}, "
                          f"E={experts}, top-k={top_k}")
     mult = 32 if scheme == "w4a16" else 8
     if K % mult or (scheme == "w4a16" and K % G):
         raise InputError(f"grouped {scheme} needs K divisible by {G if scheme == 'w4a16' else mult}, got K={K}")
+    if experts > MAX_EXPERTS:
+        raise InputError(f"grouped kernels take at most {MAX_EXPERTS} experts, got E={experts}")
     if experts * N * K >= 2**31 * 8:
         raise InputError(f"grouped {scheme}: E*N*K={experts * N * K} is too large for the kernel's indexing")
 
@@ -126,12 +168,16 @@ def random_weights(scheme: str, experts: int, N: int, K: int, seed: int) -> tupl
     return (out,) if scheme == "bf16" else (out, sz)
 
 
-def dequantized(scheme: str, weights: tuple[Any, ...], expert: int, N: int, K: int) -> Any:
+def dequantized(kernel: str, weights: tuple[Any, ...], expert: int, N: int, K: int) -> Any:
     """One expert's weights as float64 [N, K] on the device (the reference's operand)."""
     import cupy as cp
 
     sl = slice(expert * N, (expert + 1) * N)
-    if scheme == "bf16":
+    if kernel == "grouped_bf16_tc":  # the stacked rows hold each expert's pack_f16_tc layout: unpack it
+        packed = weights[0][sl].reshape(N // 16, K // 64, 2, 2, 8, 4, 8)  # (T, c, h, e, g, t, elem)
+        bits = cp.ascontiguousarray(packed.transpose(0, 3, 4, 1, 2, 5, 6)).reshape(N, K)
+        return quant.from_bf16_bits(bits, cp).astype(cp.float64)
+    if kernel == "grouped_bf16":
         return quant.from_bf16_bits(weights[0][sl], cp).astype(cp.float64)
     codes = pack_w4.unpack_w4_fast(weights[0][sl], cp).astype(cp.float64)
     sz = weights[1][sl]
@@ -169,18 +215,20 @@ def routed(batch: int, experts: int, top_k: int, routing: Routing | str | None, 
 
 
 class GroupedRunner:
-    """Runner protocol (M = batch) of one grouped kernel on one MoE layer (E, top_k, routing, routing seed)."""
+    """Runner protocol (M = batch) of one grouped kernel (KERNELS) on one MoE layer (E, top_k, routing, seed)."""
 
-    def __init__(self, scheme: str, experts: int, top_k: int, routing: Routing | str | None = None,
+    def __init__(self, kernel: str, experts: int, top_k: int, routing: Routing | str | None = None,
                  routing_seed: int = 0, gather: bool = True, **config: Any) -> None:
-        self.scheme, self.experts, self.top_k = scheme, experts, top_k
+        if kernel not in KERNELS:
+            raise InputError(f"unknown grouped kernel {kernel!r}; valid: {', '.join(KERNELS)}")
+        self.name, self.experts, self.top_k = kernel, experts, top_k
+        self.scheme, self.source, self.tc = KERNELS[kernel]
         self.routing = parse_routing(routing)
         self.routing_seed, self.gather, self.config = routing_seed, gather, config
-        self.name = f"grouped_{scheme}"
         self._weights: dict[tuple[int, int], tuple[Any, ...]] = {}
 
     def check(self, M: int, N: int, K: int) -> None:
-        check(self.scheme, M, N, K, self.experts, self.top_k)
+        check(self.name, M, N, K, self.experts, self.top_k)
         self.routing.check(self.experts, self.top_k)
 
     def weights(self, N: int, K: int) -> tuple[Any, ...]:
@@ -202,12 +250,15 @@ class GroupedRunner:
         y = cp.empty((R, N), dtype=xdt)
         rows, offsets = cp.asarray(r.rows), cp.asarray(r.offsets)
         w = self.weights(N, K)
-        cfg = choose_config(self.scheme, M, self.experts, self.top_k, **self.config)
-        func = build.function(SOURCE, ENTRY[(self.scheme, self.gather)], cfg.options())
+        cfg = self.launch_config(M, K)
+        func = build.function(self.source, ENTRY[(self.name, self.gather)], cfg.options())
         threads = cfg.warps * 32
-        items = self.experts * -(-N // cfg.rw)
-        grid = min(items, resident_blocks(func, threads) * device_sms())
-        if self.scheme == "bf16":
+        tiles = -(-N // 16) if self.tc else -(-N // cfg.rw)
+        items = min(self.experts, M * self.top_k) * tiles  # the most (touched expert, tile) items
+        smem = int(getattr(func, "shared_size_bytes", 0) or 0)
+        per_sm = min(resident_blocks(func, threads), max(1, (227 * 1024) // (smem + 1024)))
+        grid = min(items, per_sm * device_sms())
+        if self.scheme == "bf16":  # both bf16 kernels take the same arguments
             args = (w[0], x, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K),
                     np.int32(int(self.gather)))
         else:
@@ -224,6 +275,11 @@ class GroupedRunner:
                   "grid": grid}
         return Problem(M=M, N=N, K=K, arrays=arrays, out=y, nbytes=touched + moved, ref=ref, bytes=touched + moved)
 
+    def launch_config(self, M: int, K: int) -> Config | TcConfig:
+        if self.tc:
+            return choose_tc_config(M, K, self.experts, self.top_k, **self.config)
+        return choose_config(self.scheme, M, K, self.experts, self.top_k, **self.config)
+
     def reference(self, w: tuple[Any, ...], x: Any, r: Routed, N: int, K: int) -> Any:
         """float64 y [R, N] from the weights the kernel reads (dequantized) and the bf16/fp16 activations."""
         import cupy as cp
@@ -233,7 +289,7 @@ class GroupedRunner:
         y = cp.zeros((len(r.rows), N), dtype=cp.float64)
         for e in np.flatnonzero(r.counts):
             lo, hi = int(r.offsets[e]), int(r.offsets[e + 1])
-            y[lo:hi] = xf[rows[lo:hi]] @ dequantized(self.scheme, w, int(e), N, K).T
+            y[lo:hi] = xf[rows[lo:hi]] @ dequantized(self.name, w, int(e), N, K).T
         return y
 
     def launch(self, problem: Problem) -> None:

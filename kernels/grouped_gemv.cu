@@ -9,14 +9,16 @@
 //   y        [R, N] in routed order (the combine with the router's weights is the caller's)
 // The grid is fixed by (E, N) alone and the routing is read on the device, so one CUDA graph serves every routing.
 //
-// Geometry: a persistent grid walks the work items (expert e, tile of GEMV_RW weight rows) grid-stride, expert-major,
-// so each CTA takes its share of every touched expert's tiles; an expert with no rows is skipped after one load of
-// its offsets. A tile multiplies its expert's rows GEMV_MB at a time (the weights of a second pass come from L2). The
+// Geometry: every CTA first lists the touched experts (a ballot over the offsets, in shared memory); a persistent grid
+// then walks the work items (touched expert, tile of GEMV_RW weight rows) grid-stride, so the CTAs share the tiles
+// evenly whatever the routing (a walk over all E experts' items left 2.5x more tiles on the busiest CTA than the mean
+// at E = 256, B = 1) and an expert with no rows costs nothing. A tile multiplies its expert's rows GEMV_MB at a time (the weights of a second pass come from L2). The
 // tile itself is the dense GEMV's (gemv_common.cuh: warps split K, 16-byte streaming loads, weights decoded once per
 // chunk for all rows); the per-scheme policies are the dense kernels' (gemv_f16.cu, gemv_w4a16.cu), given the
 // expert's weight pointers, the rows' physical x rows and the output rows.
 #include "gemv_f16.cu"
 #include "gemv_w4a16.cu"
+#include "grouped_common.cuh"
 
 // A dense policy P seen through one (expert, row pass): x row m is xrow[m], output row m is r0 + m.
 template <class P>
@@ -59,16 +61,18 @@ __device__ __forceinline__ void tile_rows(Routed<P>& p, const int* rows, int sta
   }
 }
 
-// Walk the items; `at(e)` gives the policy of expert e.
+// Walk the items (touched expert, tile) grid-stride, tiles of one expert on consecutive CTAs, so every CTA gets the
+// same number of tiles (+- 1) whatever the routing; `at(e)` gives the policy of expert e.
 template <class P, class At>
 __device__ __forceinline__ void grouped_run(At at, const int* rows, const int* offsets, int E, int N, int nchunks,
                                             int gather) {
+  __shared__ short list[GROUPED_MAX_E];
+  const int touched = touched_experts(offsets, E, list);
   const int ntiles = (N + GEMV_RW - 1) / GEMV_RW;
-  const long items = (long)E * ntiles;
+  const long items = (long)touched * ntiles;
   for (long item = blockIdx.x; item < items; item += gridDim.x) {
-    const int e = (int)(item / ntiles), tile = (int)(item % ntiles);
+    const int e = list[item / ntiles], tile = (int)(item % ntiles);
     const int start = __ldg(offsets + e), count = __ldg(offsets + e + 1) - start;
-    if (count <= 0) continue;  // the same for every thread of the CTA
     Routed<P> p;
     static_cast<P&>(p) = at(e);
     tile_rows(p, rows, start, count, gather, tile, N, nchunks);

@@ -21,9 +21,9 @@ pytestmark = pytest.mark.gpu
 TOL = 4e-3
 
 
-def _check(scheme: str, B: int, N: int, K: int, E: int, k: int, routing: str = "uniform", gather: bool = True,
+def _check(kernel: str, B: int, N: int, K: int, E: int, k: int, routing: str = "uniform", gather: bool = True,
            seed: int = 0, **config) -> tuple[float, grouped.Routed]:
-    r = grouped.GroupedRunner(scheme, E, k, routing, routing_seed=seed, gather=gather, **config)
+    r = grouped.GroupedRunner(kernel, E, k, routing, routing_seed=seed, gather=gather, **config)
     p = r.make(B, N, K, seed=seed, reference=True)
     poison(p.out)
     r.launch(p)
@@ -31,33 +31,40 @@ def _check(scheme: str, B: int, N: int, K: int, E: int, k: int, routing: str = "
     return err, p.arrays["routed"]
 
 
-@pytest.mark.parametrize("scheme", grouped.SCHEMES)
+@pytest.mark.parametrize("kernel", list(grouped.KERNELS))
 @pytest.mark.parametrize("B", [1, 2, 3, 5, 8, 16, 33, 64, 256])
-def test_batches(scheme, B):
-    err, routed = _check(scheme, B, 96, 256, 16, 4)
-    assert err < TOL, (scheme, B, err)
+def test_batches(kernel, B):
+    err, routed = _check(kernel, B, 96, 256, 16, 4)
+    assert err < TOL, (kernel, B, err)
     if B <= 2:
         assert (routed.counts == 0).any()  # experts with no rows are skipped
 
 
-@pytest.mark.parametrize("scheme", grouped.SCHEMES)
-def test_every_token_on_one_expert(tmp_path, scheme):
+@pytest.mark.parametrize("kernel", list(grouped.KERNELS))
+def test_every_token_on_one_expert(tmp_path, kernel):
     h = tmp_path / "one.txt"
     h.write_text("0 0 1000 0 0 0 0 0")
-    err, routed = _check(scheme, 100, 64, 128, 8, 1, routing=str(h))
+    err, routed = _check(kernel, 100, 64, 128, 8, 1, routing=str(h))
     assert routed.counts.tolist() == [0, 0, 100, 0, 0, 0, 0, 0] and err < TOL
 
 
-@pytest.mark.parametrize("scheme", grouped.SCHEMES)
-def test_routed_order_input_and_skewed_routing(scheme):
-    err, _ = _check(scheme, 32, 200, 384, 12, 3, routing="zipf:1.2", gather=False, seed=4)
+@pytest.mark.parametrize("kernel", list(grouped.KERNELS))
+def test_routed_order_input_and_skewed_routing(kernel):
+    err, _ = _check(kernel, 32, 208, 384, 12, 3, routing="zipf:1.2", gather=False, seed=4)
     assert err < TOL
 
 
-@pytest.mark.parametrize("scheme", grouped.SCHEMES)
-@pytest.mark.parametrize("cfg", [{"mb": 1}, {"mb": 16, "rw": 8, "u": 1}, {"warps": 8, "u": 4}])
-def test_configs(scheme, cfg):
-    err, _ = _check(scheme, 24, 72, 512, 6, 2, **cfg)
+@pytest.mark.parametrize("kernel", ["grouped_bf16", "grouped_w4a16"])
+@pytest.mark.parametrize("cfg", [{"mb": 1}, {"mb": 16, "rw": 8, "u": 1}, {"warps": 8, "u": 4}, {"warps": 3}])
+def test_configs(kernel, cfg):
+    err, _ = _check(kernel, 24, 72, 512, 6, 2, **cfg)
+    assert err < TOL
+
+
+@pytest.mark.parametrize("cfg", [{"nt": 1}, {"nt": 4, "warps": 16}, {"warps": 4, "tiles": 2}, {"u": 2, "minb": 1}])
+@pytest.mark.parametrize("B", [3, 40])
+def test_tc_configs(cfg, B):
+    err, _ = _check("grouped_bf16_tc", B, 80, 640, 6, 2, **cfg)  # 5 row tiles, 10 chunks: partial groups and steps
     assert err < TOL
 
 
@@ -69,12 +76,12 @@ MODEL_SHAPES = [((28672, 4096), 8, 2, True), ((4096, 14336), 8, 2, False), ((153
                 ((2048, 2048), 16, 8, True), ((2048, 1024), 16, 8, False)]
 
 
-@pytest.mark.parametrize("scheme", grouped.SCHEMES)
+@pytest.mark.parametrize("kernel", list(grouped.KERNELS))
 @pytest.mark.parametrize("shape, E, k, gather", MODEL_SHAPES, ids=[f"{n}x{kk}" for (n, kk), *_ in MODEL_SHAPES])
 @pytest.mark.parametrize("B", [1, 16, 128])
-def test_model_expert_shapes(scheme, shape, E, k, gather, B):
+def test_model_expert_shapes(kernel, shape, E, k, gather, B):
     N, K = shape
-    err, routed = _check(scheme, B, N, K, E, k, gather=gather)
+    err, routed = _check(kernel, B, N, K, E, k, gather=gather)
     assert err < TOL and routed.counts.sum() == B * k
 
 
@@ -82,7 +89,9 @@ def test_refusals():
     from models.errors import InputError
 
     with pytest.raises(InputError, match="K divisible by 128"):
-        grouped.check("w4a16", 1, 64, 96, 8, 2)
+        grouped.check("grouped_w4a16", 1, 64, 96, 8, 2)
     with pytest.raises(InputError, match="top-k <= E"):
-        grouped.check("bf16", 1, 64, 128, 4, 8)
+        grouped.check("grouped_bf16", 1, 64, 128, 4, 8)
+    with pytest.raises(InputError, match="N divisible by 16 and K by 64"):
+        grouped.check("grouped_bf16_tc", 1, 72, 128, 4, 2)
     assert np.isfinite(grouped.expert_bytes("w4a16", 64, 128))
