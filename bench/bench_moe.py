@@ -2,11 +2,12 @@
 
     PYTHONPATH=. python3 bench/bench_moe.py [--models mixtral-8x7b,qwen3-30b-a3b,deepseek-v3,olmoe-1b-7b]
         [--batches 1,2,4,8,16,32,64,128,256] [--schemes bf16,w4a16] [--layers gate_up,down] [--routing uniform]
-        [--budget 0.08] [--no-peers]
+        [--budget 0.08] [--no-peers] [--kernels grouped_bf16_tc,grouped_w4a16_tc]
 
 Per model, expert layer (gate_up: the tokens' rows gathered in the kernel; down: activations in routed order) and
 batch B: one routing drawn with seed 0 (models.moe.draw), then
-  grouped_<scheme>   our one-launch grouped GEMV;
+  grouped_<scheme>_tc our one-launch grouped GEMV on the tensor cores (grouped_tc.cu, grouped_w4_tc.cu);
+  grouped_<scheme>   the same on CUDA cores (grouped_gemv.cu);
   torch_loop         bf16: a loop of torch.matmul over the touched experts (x already gathered, out= slices of y);
   torch_grouped_mm   bf16: torch._grouped_mm(x_routed, W.transpose(1, 2), offs) where the installed torch has it (x
                      already gathered; each expert's rows padded to a multiple of 8 only if torch refuses them bare);
@@ -120,6 +121,7 @@ def main() -> None:
     ap.add_argument("--routing", default="uniform")
     ap.add_argument("--budget", type=float, default=0.08)
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--kernels", default="", help="only these of ours (comma list; default: all)")
     args = ap.parse_args()
 
     import cupy as cp
@@ -157,16 +159,17 @@ def main() -> None:
                     gather = layer == "gate_up"
                     ours = grouped.GroupedRunner(f"grouped_{scheme}", E, k, args.routing, routing_seed=0,
                                                  gather=gather)
-                    runners: list[Any] = [ours]
-                    if scheme == "bf16":
-                        runners.insert(0, grouped.GroupedRunner("grouped_bf16_tc", E, k, args.routing,
-                                                                routing_seed=0, gather=gather))
-                        if not args.no_peers and torch is not None:  # on the CUDA-core kernel's row-major weights
-                            runners.append(TorchPeer(ours, "loop"))
-                            if has_grouped_mm:
-                                runners.append(TorchPeer(ours, "grouped_mm"))
+                    tc = grouped.GroupedRunner(f"grouped_{scheme}_tc", E, k, args.routing, routing_seed=0,
+                                               gather=gather)
+                    wanted = set(filter(None, args.kernels.split(",")))
+                    runners: list[Any] = [r for r in (tc, ours) if not wanted or r.name in wanted]
+                    if scheme == "bf16" and not args.no_peers and torch is not None:
+                        # on the CUDA-core kernel's row-major weights (generated even when that kernel is not timed)
+                        runners.append(TorchPeer(ours, "loop"))
+                        if has_grouped_mm:
+                            runners.append(TorchPeer(ours, "grouped_mm"))
                     for B in map(int, args.batches.split(",")):
-                        first = ours.make(B, N, K, seed=0, reference=False)
+                        first = runners[0].make(B, N, K, seed=0, reference=False)
                         r = first.arrays["routed"]
                         tb = r.touched * grouped.expert_bytes(scheme, N, K)
                         read_s, _ = limit(tb) if tb <= 2 * gb - 16 * 1024 * 1024 else (math.nan, 0)
@@ -195,8 +198,8 @@ def main() -> None:
                             rows.append(row)
                             w.writerow(row)
                             fh.flush()
-                    for run in runners:
-                        getattr(run, "_weights", {}).clear()
+                    for run in (tc, ours):
+                        run._weights.clear()
                     cp.get_default_memory_pool().free_all_blocks()
     _print(rows)
     print(f"rows: {out_path}")
@@ -218,7 +221,7 @@ def _print(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         table.setdefault(key(r), {"touched": r["touched"], "busiest": r["busiest"], "read": r["read_s"]})[
             r["kernel"]] = r.get("time_s", math.nan)
-    print("ours: the faster of our grouped kernels of the scheme (bf16: tensor-core tc or CUDA-core cc)")
+    print("ours: the faster of our grouped kernels of the scheme (tensor-core tc or CUDA-core cc)")
     print(f"{'model':14} {'layer':7} {'sch':5} {'B':>3} {'tch':>4} {'max':>3} {'read us':>8} {'tc us':>8} "
           f"{'cc us':>8} {'/read':>5} {'loop us':>8} {'gmm us':>8} {'loop/o':>6} {'gmm/o':>6}")
     for (model, layer, scheme, B), v in table.items():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -28,17 +29,20 @@ from kernels.launch import device_sms, resident_blocks
 from kernels.registry import Problem
 from models.errors import InputError
 from models.kernel_terms import KernelFacts
-from models.moe import Routing, draw, parse_routing, route
+from models.moe import Routing, draw, expert_load, parse_routing, route
 
 # .cu files the grouped sources include (the build cache hashes the source and the .cuh headers only)
-INCLUDED = {"grouped_gemv.cu": ("gemv_f16.cu", "gemv_w4a16.cu"), "grouped_tc.cu": ("gemv_f16_tc.cu",)}
+INCLUDED = {"grouped_gemv.cu": ("gemv_f16.cu", "gemv_w4a16.cu"), "grouped_tc.cu": ("gemv_f16_tc.cu",),
+            "grouped_w4_tc.cu": ("gemv_w4a16_tc.cu",)}
 SCHEMES = ("bf16", "w4a16")
 # kernel -> (scheme, source, tensor cores)
 KERNELS = {"grouped_bf16": ("bf16", "grouped_gemv.cu", False), "grouped_bf16_tc": ("bf16", "grouped_tc.cu", True),
-           "grouped_w4a16": ("w4a16", "grouped_gemv.cu", False)}
+           "grouped_w4a16": ("w4a16", "grouped_gemv.cu", False),
+           "grouped_w4a16_tc": ("w4a16", "grouped_w4_tc.cu", True)}
 ENTRY = {("grouped_bf16", True): "grouped_gemv_bf16", ("grouped_bf16", False): "grouped_gemv_bf16",
          ("grouped_bf16_tc", True): "grouped_f16_tc", ("grouped_bf16_tc", False): "grouped_f16_tc",
-         ("grouped_w4a16", True): "grouped_gemv_w4a16", ("grouped_w4a16", False): "grouped_gemv_w4a16_routed"}
+         ("grouped_w4a16", True): "grouped_gemv_w4a16", ("grouped_w4a16", False): "grouped_gemv_w4a16_routed",
+         ("grouped_w4a16_tc", True): "grouped_w4a16_tc", ("grouped_w4a16_tc", False): "grouped_w4a16_tc"}
 MB_BINS = (1, 2, 4, 8, 16)
 MAX_EXPERTS = 1024  # GROUPED_MAX_E: the touched-expert list each CTA keeps in shared memory
 G = 128
@@ -50,6 +54,8 @@ FACTS = {
                                                                                   (1 << 30, 32))),
     "grouped_w4a16": KernelFacts(family="gemv", path="cuda_core", dequant="w4", cuda_core_rows=True,
                                  m_tiles=tuple((mb, mb) for mb in MB_BINS)),
+    "grouped_w4a16_tc": KernelFacts(family="gemv", path="mma_sync_f16", dequant="w4",
+                                    m_tiles=((8, 8), (16, 16), (24, 24), (1 << 30, 32))),
 }
 
 
@@ -68,12 +74,17 @@ class Config:
 @dataclass(frozen=True)
 class TcConfig:
     nt: int  # n-tiles of 8 rows of an expert per pass
-    warps: int = 8  # splitting K
-    u: int = 1
+    warps: int = 8  # splitting K (chunks of 64 for bf16, groups of 128 for W4A16)
+    u: int = 1  # chunks / groups each warp loads before the first mma
     tiles: int = 1  # row tiles of 16 channels per item
     minb: int = 2
+    w4: bool = False  # grouped_w4_tc.cu (TCG_ options) instead of grouped_tc.cu (TCF_)
 
     def options(self) -> tuple[str, ...]:
+        if self.w4:
+            return (f"-DTCG_NT={self.nt}", f"-DTCG_WARPS={self.warps}", f"-DTCG_U={self.u}",
+                    f"-DTCG_TILES={self.tiles}", f"-DTCG_MINB={self.minb}", f"-DW4_GROUP={G}",
+                    f"-DGROUPED_DEPS={_deps_hash('grouped_w4_tc.cu')}")
         return ("-DF16_BF16=1", f"-DTCF_NT={self.nt}", f"-DTCF_WARPS={self.warps}", f"-DTCF_U={self.u}",
                 f"-DTCF_TILES={self.tiles}", f"-DTCF_MINB={self.minb}", f"-DGROUPED_DEPS={_deps_hash('grouped_tc.cu')}")
 
@@ -92,11 +103,28 @@ def mean_rows(batch: int, experts: int, top_k: int) -> float:
     return batch * top_k / touched
 
 
-def choose_tc_config(batch: int, K: int, experts: int, top_k: int, **override: Any) -> TcConfig:
-    nt = max(1, min(4, math.ceil(mean_rows(batch, experts, top_k) / 8)))
-    chunks = K // 64
-    warps = 16 if chunks >= 64 and nt <= 2 else 8 if chunks >= 16 else 4
-    cfg = TcConfig(nt=nt, warps=warps)
+@lru_cache(maxsize=4096)
+def busiest_rows(batch: int, experts: int, top_k: int) -> float:
+    """Expected rows of the busiest expert under uniform routing (models.moe): a figure of (B, E, k) alone."""
+    return float(expert_load([batch], experts, top_k).busiest[0])
+
+
+TC_NT_MAX = 12  # up to 96 rows of an expert per pass: every pass past the first re-reads its weights
+
+
+def choose_tc_config(batch: int, K: int, experts: int, top_k: int, w4: bool = False, **override: Any) -> TcConfig:
+    """Tensor-core kernels: one pass covers the expected busiest expert's rows (up to TC_NT_MAX n-tiles), so its
+    weights are read once; warps split K by 64-wide chunks (bf16) or 128-wide groups (W4A16)."""
+    nt = max(1, min(TC_NT_MAX, math.ceil(busiest_rows(batch, experts, top_k) / 8)))
+    if w4:
+        groups = K // G
+        warps = 8 if groups >= 16 else 4 if groups >= 4 else 2
+        cfg = TcConfig(nt=nt, warps=warps, u=2 if groups >= 2 * warps and nt <= 2 else 1,
+                       minb=1 if nt > 4 else 2, w4=True)
+    else:
+        chunks = K // 64
+        warps = 16 if chunks >= 64 and nt <= 2 else 8 if chunks >= 16 else 4
+        cfg = TcConfig(nt=nt, warps=warps, minb=1 if nt > 4 else 2)
     return TcConfig(**{**cfg.__dict__, **override})
 
 
@@ -179,8 +207,12 @@ def dequantized(kernel: str, weights: tuple[Any, ...], expert: int, N: int, K: i
         return quant.from_bf16_bits(bits, cp).astype(cp.float64)
     if kernel == "grouped_bf16":
         return quant.from_bf16_bits(weights[0][sl], cp).astype(cp.float64)
-    codes = pack_w4.unpack_w4_fast(weights[0][sl], cp).astype(cp.float64)
-    sz = weights[1][sl]
+    if kernel == "grouped_w4a16_tc":  # pack_w4a16_tc layouts: codes [N/16, K/64, 32, 4], scale+zero [N/16, K/G, 16]
+        codes = pack_w4.unpack_w4_tc(weights[0][sl].reshape(N // 16, K // 64, 32, 4), N, cp).astype(cp.float64)
+        sz = cp.ascontiguousarray(weights[1][sl].reshape(N // 16, K // G, 16).transpose(0, 2, 1)).reshape(N, K // G)
+    else:
+        codes = pack_w4.unpack_w4_fast(weights[0][sl], cp).astype(cp.float64)
+        sz = weights[1][sl]
     scale = cp.ascontiguousarray((sz & 0xFFFF).astype(cp.uint16)).view(cp.float16).astype(cp.float64)
     zero = cp.ascontiguousarray((sz >> 16).astype(cp.uint16)).view(cp.float16).astype(cp.float64) - 1024.0
     g = codes.reshape(N, K // G, G)
@@ -262,8 +294,8 @@ class GroupedRunner:
             args = (w[0], x, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K),
                     np.int32(int(self.gather)))
         else:
-            args = (w[0], w[1], x, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K),
-                    np.int32(int(math.log2(G // 32))))
+            last = np.int32(int(self.gather)) if self.tc else np.int32(int(math.log2(G // 32)))  # gather / gshift
+            args = (w[0], w[1], x, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K), last)
 
         def launch() -> None:
             func((grid,), (threads,), args)
@@ -277,7 +309,7 @@ class GroupedRunner:
 
     def launch_config(self, M: int, K: int) -> Config | TcConfig:
         if self.tc:
-            return choose_tc_config(M, K, self.experts, self.top_k, **self.config)
+            return choose_tc_config(M, K, self.experts, self.top_k, w4=self.scheme == "w4a16", **self.config)
         return choose_config(self.scheme, M, K, self.experts, self.top_k, **self.config)
 
     def reference(self, w: tuple[Any, ...], x: Any, r: Routed, N: int, K: int) -> Any:

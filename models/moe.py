@@ -7,7 +7,8 @@ probability q_e (its *inclusion probability*, Σ q_e = k); tokens are independen
   busiest  E[max_e tokens of e]        = Σ_{t≥0} 1 − Π_e P(Bin(B, q_e) ≤ t)
 The busiest expert sets the time of a grouped kernel whose CTAs split (expert, row tile): its tiles multiply the most
 rows. The busiest figure treats the experts' counts as independent binomials (they are slightly negatively
-correlated: Σ counts = B·k), an approximation within a few percent of a Monte-Carlo draw (tests/test_moe.py).
+correlated: Σ counts = B·k), never below the mean rows per touched expert; within a few percent of a Monte-Carlo
+draw at B = 16-64 (tests/test_moe.py).
 
 Routings (the share p_e of all picks that go to expert e, then q = waterfill(k·p): q_e = min(1, c·p_e) with c such
 that Σ q_e = k, since a token cannot pick one expert twice):
@@ -170,8 +171,11 @@ def expert_load(batches: Any, experts: int, top_k: int, routing: Routing | str |
     r.check(experts, top_k)
     q = inclusion(r.shares(experts), top_k)
     touched = np.array([np.sum(1.0 - (1.0 - q) ** b) for b in B])
-    busiest = np.array([_expected_max(int(b), q) for b in B])
-    return Load(B, touched, B * top_k / touched, busiest)
+    tokens = B * top_k / touched
+    # the independent-binomial figure falls below the mean rows at small B (at B = 1 it gives P(any pick) < 1 where
+    # the busiest expert surely has one row): the busiest expert has at least the mean
+    busiest = np.maximum([_expected_max(int(b), q) for b in B], tokens)
+    return Load(B, touched, tokens, busiest)
 
 
 def _expected_max(b: int, q: np.ndarray) -> float:
@@ -223,3 +227,36 @@ def route(choices: np.ndarray, experts: int) -> tuple[np.ndarray, np.ndarray]:
     counts = np.bincount(flat, minlength=experts)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     return tokens, offsets
+
+
+def moe_model(model: Any, routing: Routing | str | None = None, top_k: int | None = None) -> tuple[Any, Routing]:
+    """(the model with its expert layers' top-k set to `top_k` when given, the parsed routing), checked against
+    every expert layer: InputError when the model has none, top-k > E, or a histogram that does not fit E."""
+    from dataclasses import replace
+
+    experts = [layer for layer in model.layers if layer.experts > 1]
+    if not experts:
+        raise InputError(f"model {model.key!r} has no MoE expert layers; --routing and --top-k apply to MoE models")
+    r = parse_routing(routing)
+    if top_k is not None:
+        for layer in experts:
+            if not 1 <= top_k <= layer.experts:
+                raise InputError(f"--top-k {top_k} is out of range for layer {layer.name!r} of {model.key}: give "
+                                 f"1..{layer.experts} (its experts)")
+        model = replace(model, layers=tuple(replace(x, top_k=top_k) if x.experts > 1 else x for x in model.layers))
+    for layer in (x for x in model.layers if x.experts > 1):
+        try:
+            r.check(layer.experts, layer.top_k)
+        except InputError as exc:
+            raise InputError(f"layer {layer.name!r} of {model.key}: {exc}") from None
+    return model, r
+
+
+def load_table(model: Any, routing: Routing, batches: Any) -> list[tuple[str, int, int, int, float, float, float]]:
+    """(layer, E, k, batch, touched experts, mean rows, busiest rows) per expert layer and batch."""
+    out = []
+    for layer in (x for x in model.layers if x.experts > 1):
+        load = expert_load(batches, layer.experts, layer.top_k, routing)
+        for b, t, m, x in zip(load.batch, load.touched, load.tokens, load.busiest, strict=True):
+            out.append((layer.name, layer.experts, layer.top_k, int(b), float(t), float(m), float(x)))
+    return out
