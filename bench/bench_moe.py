@@ -179,7 +179,7 @@ def main() -> None:
                         del first
                         for run in runners:
                             row = {"model": model, "layer": layer, "scheme": scheme, "kernel": run.name, "B": B,
-                                   "config": str(getattr(run, "launch_config", lambda m, k: "")(B, K)),
+                                   "config": str(getattr(run, "launch_config", lambda m, n, k: "")(B, N, K)),
                                    "N": N, "K": K, "E": E, "top_k": k, "routing": args.routing,
                                    "touched": r.touched, "busiest": int(r.counts.max()), "touched_bytes": tb,
                                    "read_s": read_s, "read_src": src, "note": ""}
