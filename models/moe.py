@@ -260,3 +260,33 @@ def load_table(model: Any, routing: Routing, batches: Any) -> list[tuple[str, in
         for b, t, m, x in zip(load.batch, load.touched, load.tokens, load.busiest, strict=True):
             out.append((layer.name, layer.experts, layer.top_k, int(b), float(t), float(m), float(x)))
     return out
+
+
+def grouped_layers(model: Any, gpu: str, schemes: Any, batches: Any, routing: Routing | str | None = None,
+                   calibrations: Any = None, group_size: int | None = None) -> Any:
+    """The roofline tiers of each expert layer run as ONE grouped launch, per (scheme, layer, batch): touched experts,
+    mean and busiest rows, bytes (every touched expert's weights once, B·k rows in and out) and FLOPs, and
+    time_{datasheet,calibrated,floor}_s: the layer's bytes and FLOPs against the GPU's ceilings, the floor tier with
+    one launch floor (not one per expert, as a loop of per-expert GEMMs would pay)."""
+    import pandas as pd
+
+    from models.roofline import predict
+
+    r = parse_routing(routing)
+    frames = []
+    for layer in (x for x in model.layers if x.experts > 1):
+        load = expert_load(batches, layer.experts, layer.top_k, r)
+        for scheme in schemes:
+            t = grouped_traffic(scheme, load, layer.N, layer.K, group_size)
+            pts = pd.DataFrame({"gpu": gpu, "scheme": scheme, "M": load.tokens, "N": layer.N, "K": layer.K})
+            if group_size is not None:
+                pts["group_size"] = group_size
+            p = predict(pts, calibrations)  # one expert's GEMM at the mean rows: every term scales with `touched`
+            row = {"model": model.key, "layer": layer.name, "scheme": scheme, "routing": r.label,
+                   "batch": load.batch.astype(int), "experts": layer.experts, "top_k": layer.top_k,
+                   "touched": load.touched, "rows_mean": load.tokens, "rows_busiest": load.busiest, **t}
+            for tier in ("datasheet", "calibrated"):
+                row[f"time_{tier}_s"] = p[f"time_{tier}_s"].to_numpy() * load.touched
+            row["time_floor_s"] = (p["time_floor_s"] - p["floor_s"]).to_numpy() * load.touched + p["floor_s"].to_numpy()
+            frames.append(pd.DataFrame(row))
+    return pd.concat(frames, ignore_index=True)

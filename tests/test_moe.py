@@ -135,3 +135,17 @@ def test_rollup_by_hand_with_a_skewed_routing():
     uniform = rollup(toy, "h200-sxm", ["bf16"], [2]).iloc[0]
     assert uniform["bytes_step"] == pytest.approx(dense(2) + expert(4 / 3, 3))
     assert r.loc[2, "bytes_step"] < uniform["bytes_step"]  # skew touches fewer experts
+
+
+def test_grouped_layers_by_hand():
+    from models.hardware import get_gpu
+    from models.moe import grouped_layers
+
+    toy = Model("toy", "Toy", (Layer("dense", 64, 128, 2), Layer("experts", 32, 128, 3, experts=4, top_k=2)))
+    g = grouped_layers(toy, "h200-sxm", ["bf16"], [2]).iloc[0]
+    # touched 3, 4 rows: 3·32·128·2 weight bytes + 4·128·2 in + 4·32·2 out; memory-bound at the datasheet bandwidth
+    nbytes = 3 * 32 * 128 * 2 + 4 * 128 * 2 + 4 * 32 * 2
+    assert (g["layer"], g["touched"], g["rows_mean"]) == ("experts", pytest.approx(3), pytest.approx(4 / 3))
+    assert g["bytes"] == pytest.approx(nbytes) and g["flops"] == pytest.approx(2 * 4 * 32 * 128)
+    assert g["time_datasheet_s"] == pytest.approx(nbytes / get_gpu("h200-sxm").bandwidth)
+    assert np.isnan(g["time_floor_s"])  # no calibration given: the floor tier stays NaN
