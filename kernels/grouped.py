@@ -1,4 +1,5 @@
-"""Grouped GEMV-class kernels for MoE decode (kernels/grouped_gemv.cu): every expert of one layer in one launch.
+"""Grouped GEMV-class kernels for MoE decode: every expert of one layer in one launch (`KERNELS`: on the tensor cores,
+grouped_tc.cu and grouped_w4_tc.cu, the bench's choice; on CUDA cores, grouped_gemv.cu). docs/moe.md has the numbers.
 
 A problem is one MoE expert layer at batch B: E experts of N x K weights (stacked [E, N, K]), top-k routing drawn by
 models.moe.draw with a fixed routing seed, the routed token list (rows sorted by expert, offsets per expert), and the
