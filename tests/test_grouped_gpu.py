@@ -22,6 +22,11 @@ pytestmark = pytest.mark.gpu
 TOL = 4e-3
 
 
+@pytest.fixture(autouse=True)
+def _device(cp):
+    """Every test here needs CuPy and a CUDA device (conftest's `cp` skips cleanly without)."""
+
+
 def _check(kernel: str, B: int, N: int, K: int, E: int, k: int, routing: str = "uniform", gather: bool = True,
            seed: int = 0, **config) -> tuple[float, grouped.Routed]:
     r = grouped.GroupedRunner(kernel, E, k, routing, routing_seed=seed, gather=gather, **config)
