@@ -71,3 +71,30 @@ def test_expert_load():
     assert np.allclose(active * tokens, np.array([1, 2, 1024]) * 2)  # token-expert pairs are conserved
     dense_active, dense_tokens = expert_load(np.array([3.0]), 1, 1)
     assert dense_active[0] == 1 and dense_tokens[0] == 3
+
+
+# MoE models (issue 33): hidden, expert intermediate, experts, top-k, MoE layers, published total minus embedding
+MOE = {
+    "qwen3-30b-a3b": (2048, 768, 128, 8, 48, 30.5e9 - 151936 * 2048),
+    "deepseek-v3": (7168, 2048, 256, 8, 58, 671e9 - 129280 * 7168),
+    "olmoe-1b-7b": (2048, 1024, 64, 8, 16, 6.92e9 - 50304 * 2048),
+}
+
+
+@pytest.mark.parametrize("key", list(MOE))
+def test_moe_models_follow_their_configs(key):
+    hidden, inter, experts, top_k, moe_layers, published = MOE[key]
+    layers = {layer.name: layer for layer in get_model(key).layers}
+    up, down = layers["expert_gate_up"], layers["expert_down"]
+    assert (up.N, up.K, down.N, down.K) == (2 * inter, hidden, hidden, inter)
+    assert {(x.experts, x.top_k, x.count) for x in (up, down)} == {(experts, top_k, moe_layers)}
+    assert (layers["router"].N, layers["router"].K, layers["router"].count) == (experts, hidden, moe_layers)
+    assert get_model(key).params == pytest.approx(published, rel=0.012)
+
+
+def test_deepseek_v3_shared_expert_and_dense_layers_are_dense():
+    layers = {layer.name: layer for layer in get_model("deepseek-v3").layers}
+    assert (layers["shared_gate_up"].N, layers["shared_gate_up"].experts, layers["shared_gate_up"].count) == (
+        4096, 1, 58)
+    assert (layers["dense_gate_up"].N, layers["dense_down"].K, layers["dense_down"].count) == (36864, 18432, 3)
+    assert all(layer.count in (3, 58, 61, 1) for layer in layers.values())

@@ -223,6 +223,10 @@ def predict_command(
     rollup: Annotated[bool, typer.Option("--rollup", help="with --model: time per step and tokens/s")] = False,
     csv: Annotated[str | None, typer.Option("--csv", help="also write the rows to this .csv file (SI units)")] = None,
     data_dir: cli_args.DataDirOpt = None,
+    routing: Annotated[str | None, typer.Option("--routing", help="with --rollup, MoE models: uniform, zipf:S or a "
+                                                "routing histogram file (counts per expert)")] = None,
+    top_k: Annotated[str | None, typer.Option("--top-k", help="with --rollup, MoE models: experts per token "
+                                              "(default: the model's)")] = None,
 ) -> None:
     """Predict decode GEMM/GEMV time per GPU, scheme and batch with the roofline model."""
     from models.schemes import get_scheme
@@ -251,6 +255,9 @@ def predict_command(
         get_model(model)  # unknown -> InputError listing the valid ones
     if group_size is not None:
         group_size = cli_args.parse_int(group_size, "--group-size", 1, cli_args.MAX_GROUP, "128")
+    from workbench.interfaces import cli_moe
+
+    moe, routed = cli_moe.resolve(model, routing, top_k, rollup)
     data_dir = cli_args.data_dir(data_dir)
     cals = _calibrations(tier, data_dir, gpu_keys)
     if rollup:
@@ -259,9 +266,12 @@ def predict_command(
         if tier == "kernel":
             raise InputError("--rollup predicts with the roofline tiers (datasheet, calibrated, floor); the kernel "
                              "tier per layer is in `workbench export FILE.csv --rollup MODEL`")
-        out = run_rollup(model, gpu_keys, schemes, batches, cals or None, TIERS[tier], baseline, group_size)
+        out = run_rollup(moe or model, gpu_keys, schemes, batches, cals or None, TIERS[tier], baseline, group_size,
+                         routed)
         out = out[out["scheme"].isin(schemes)].reset_index(drop=True)
         _print_rollup(out, f"{model}: linear layers per decode step ({tier} roofline)")
+        if moe is not None:
+            cli_moe.print_load(moe, routed, batches)
         if csv is not None:
             cli_args.write_csv(out, cli_args.csv_path(csv, "--csv"))
         return

@@ -1,0 +1,25 @@
+// Shared device code of the grouped MoE kernels (grouped_gemv.cu, grouped_tc.cu): the list of touched experts.
+#pragma once
+
+#define GROUPED_MAX_E 1024
+
+// The experts with at least one routed row (offsets[e + 1] > offsets[e]), in ascending order, compacted into `list`
+// by warp 0 with ballots (so every CTA builds the same list); returns their number after a __syncthreads. E must be
+// at most GROUPED_MAX_E.
+__device__ __forceinline__ int touched_experts(const int* offsets, int E, short* list) {
+  __shared__ int n;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    int count = 0;
+    for (int base = 0; base < E; base += 32) {
+      const int e = base + lane;
+      const bool used = e < E && __ldg(offsets + e + 1) > __ldg(offsets + e);
+      const unsigned mask = __ballot_sync(0xffffffffu, used);
+      if (used) list[count + __popc(mask & ((1u << lane) - 1u))] = (short)e;
+      count += __popc(mask);
+    }
+    if (lane == 0) n = count;
+  }
+  __syncthreads();
+  return n;
+}

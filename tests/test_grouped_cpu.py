@@ -1,0 +1,64 @@
+"""The grouped MoE kernels without a GPU (kernels/grouped.py): launch configurations from (B, E, k, N, K) alone,
+refusals, and every tensor-core configuration the four MoE models' expert layers pick at batch 256 compiles for
+sm_90 (the compile check of tests/test_compile.py covers the sources at their defaults only)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels import compile_check, grouped
+from kernels.build import source_path
+from models.errors import InputError
+from models.workloads import get_model
+
+MOE = ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "olmoe-1b-7b")
+BATCHES = (256,)  # the largest passes, most registers (each compile takes seconds: the GPU tests compile the rest)
+
+
+def _configs() -> set[tuple[str, tuple[str, ...]]]:
+    out = set()
+    for key in MOE:
+        for layer in (x for x in get_model(key).layers if x.experts > 1):
+            for B in BATCHES:
+                for w4 in (False, True):
+                    cfg = grouped.choose_tc_config(B, layer.N, layer.K, layer.experts, layer.top_k, w4=w4)
+                    out.add(("grouped_w4_tc.cu" if w4 else "grouped_tc.cu", cfg.options()))
+    return out
+
+
+def test_configurations_follow_the_batch_and_the_expert_size():
+    # one pass per mean rows per touched expert: Qwen3 (6 MB experts) at B = 256: 16 rows, 2 n-tiles
+    assert grouped.choose_tc_config(256, 1536, 2048, 128, 8).nt == 2
+    # Mixtral's 235 MB experts exceed twice the L2: the busiest expert's ~72 rows in one pass
+    assert grouped.choose_tc_config(256, 28672, 4096, 8, 2).nt == 10
+    assert grouped.choose_tc_config(1, 28672, 4096, 8, 2).nt == 1
+    cfg = grouped.choose_config("w4a16", 1, 768, 128, 8)
+    assert (cfg.mb, cfg.warps, cfg.rw) == (1, 1, 8)  # 24 chunks per row: one warp, eight rows per tile
+    assert grouped.choose_config("bf16", 256, 4096, 8, 2).mb == 16
+    assert grouped.choose_tc_config(4, 2048, 1024, 64, 8, w4=True, warps=2).warps == 2  # overrides win
+
+
+def test_refusals():
+    with pytest.raises(InputError, match="unknown grouped kernel 'grouped_fp4'"):
+        grouped.check("grouped_fp4", 1, 64, 128, 8, 2)
+    with pytest.raises(InputError, match="at most 1024 experts"):
+        grouped.check("grouped_bf16", 1, 64, 128, 2048, 2)
+    with pytest.raises(InputError, match="K divisible by 128"):
+        grouped.check("grouped_w4a16_tc", 1, 64, 192, 8, 2)
+    with pytest.raises(InputError, match="unknown grouped kernel"):
+        grouped.GroupedRunner("bf16", 8, 2)
+    assert grouped.expert_bytes("w4a16", 4096, 7168) == 4096 * 7168 // 2 + 4096 * 56 * 4
+
+
+def test_every_chosen_configuration_compiles():
+    try:
+        compile_check.nvrtc_library()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    if compile_check.cuda_include_dir() is None:
+        pytest.skip("no CUDA headers")
+    configs = _configs()
+    assert len(configs) >= 5
+    for source, options in sorted(configs):
+        r = compile_check.compile_source(source_path(source), "sm_90", options)
+        assert r.ok, f"{source} {options}:\n{r.log}"

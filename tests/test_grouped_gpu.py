@@ -1,0 +1,112 @@
+"""The grouped MoE GEMV kernels (kernels/grouped.py, grouped_gemv.cu) on the GPU (pytest -m gpu).
+
+Float64 checks on poisoned outputs: rel = ||y - ref|| / ||ref|| against the float64 product of the dequantized expert
+weights and the bf16/fp16 activations. bf16: exact products, fp32 sums, bf16 output (2^-9): tolerance 4e-3. W4A16:
+half2 sums over 32 weights (|q - z| <= 15) then fp32 (CUDA cores), or fp32 mma sums per group (tensor cores), fp16
+output: tolerance 4e-3. Cases: experts with no rows, every
+token on one expert (more rows than a pass holds), batch 1..256, the gather and routed-order inputs, a skewed routing,
+and the four MoE models' expert shapes (down: N = hidden, K = expert intermediate) with few experts so the weights
+stay small.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels import grouped
+from workbench.measure.timing import poison, relative_errors
+
+pytestmark = pytest.mark.gpu
+
+TOL = 4e-3
+
+
+@pytest.fixture(autouse=True)
+def _device(cp):
+    """Every test here needs CuPy and a CUDA device (conftest's `cp` skips cleanly without)."""
+
+
+def _check(kernel: str, B: int, N: int, K: int, E: int, k: int, routing: str = "uniform", gather: bool = True,
+           seed: int = 0, **config) -> tuple[float, grouped.Routed]:
+    r = grouped.GroupedRunner(kernel, E, k, routing, routing_seed=seed, gather=gather, **config)
+    p = r.make(B, N, K, seed=seed, reference=True)
+    poison(p.out)
+    r.launch(p)
+    err, _ = relative_errors(r.output(p), p.ref.get())
+    return err, p.arrays["routed"]
+
+
+@pytest.mark.parametrize("kernel", list(grouped.KERNELS))
+@pytest.mark.parametrize("B", [1, 2, 3, 5, 8, 16, 33, 64, 256])
+def test_batches(kernel, B):
+    err, routed = _check(kernel, B, 96, 256, 16, 4)
+    assert err < TOL, (kernel, B, err)
+    if B <= 2:
+        assert (routed.counts == 0).any()  # experts with no rows are skipped
+
+
+@pytest.mark.parametrize("kernel", list(grouped.KERNELS))
+def test_every_token_on_one_expert(tmp_path, kernel):
+    h = tmp_path / "one.txt"
+    h.write_text("0 0 1000 0 0 0 0 0")
+    err, routed = _check(kernel, 100, 64, 128, 8, 1, routing=str(h))
+    assert routed.counts.tolist() == [0, 0, 100, 0, 0, 0, 0, 0] and err < TOL
+
+
+@pytest.mark.parametrize("kernel", list(grouped.KERNELS))
+def test_routed_order_input_and_skewed_routing(kernel):
+    err, _ = _check(kernel, 32, 208, 384, 12, 3, routing="zipf:1.2", gather=False, seed=4)
+    assert err < TOL
+
+
+@pytest.mark.parametrize("kernel", ["grouped_bf16", "grouped_w4a16"])
+@pytest.mark.parametrize("cfg", [{"mb": 1}, {"mb": 16, "rw": 8, "u": 1}, {"warps": 8, "u": 4}, {"warps": 3}])
+def test_configs(kernel, cfg):
+    err, _ = _check(kernel, 24, 72, 512, 6, 2, **cfg)
+    assert err < TOL
+
+
+@pytest.mark.parametrize("cfg", [{"nt": 1}, {"nt": 4, "warps": 16}, {"warps": 4, "tiles": 2}, {"u": 2, "minb": 1},
+                                 {"nt": 10, "minb": 1}])
+@pytest.mark.parametrize("B", [3, 40])
+def test_tc_configs(cfg, B):
+    err, _ = _check("grouped_bf16_tc", B, 80, 640, 6, 2, **cfg)  # 5 row tiles, 10 chunks: partial groups and steps
+    assert err < TOL
+
+
+@pytest.mark.parametrize("cfg", [{"nt": 1}, {"nt": 4, "warps": 4}, {"warps": 2, "tiles": 2}, {"u": 2, "minb": 1},
+                                 {"nt": 10, "minb": 1}, {"warps": 8, "u": 2}])
+@pytest.mark.parametrize("B", [3, 40])
+def test_w4_tc_configs(cfg, B):
+    err, _ = _check("grouped_w4a16_tc", B, 80, 640, 6, 2, **cfg)  # 5 row tiles, 5 groups: partial groups and steps
+    assert err < TOL
+
+
+# (N, K) of gate_up and down per model: Mixtral-8x7B, Qwen3-30B-A3B, DeepSeek-V3, OLMoE-1B-7B; top-k as the model,
+# E cut to keep the weights small (the kernel's work per expert does not depend on E)
+# gate_up gathers the tokens' rows, down reads the routed-order activations
+MODEL_SHAPES = [((28672, 4096), 8, 2, True), ((4096, 14336), 8, 2, False), ((1536, 2048), 16, 8, True),
+                ((2048, 768), 16, 8, False), ((4096, 7168), 10, 8, True), ((7168, 2048), 10, 8, False),
+                ((2048, 2048), 16, 8, True), ((2048, 1024), 16, 8, False)]
+
+
+@pytest.mark.parametrize("kernel", list(grouped.KERNELS))
+@pytest.mark.parametrize("shape, E, k, gather", MODEL_SHAPES, ids=[f"{n}x{kk}" for (n, kk), *_ in MODEL_SHAPES])
+@pytest.mark.parametrize("B", [1, 64])
+def test_model_expert_shapes(kernel, shape, E, k, gather, B):
+    N, K = shape
+    err, routed = _check(kernel, B, N, K, E, k, gather=gather)
+    assert err < TOL and routed.counts.sum() == B * k
+
+
+def test_refusals():
+    from models.errors import InputError
+
+    with pytest.raises(InputError, match="K divisible by 128"):
+        grouped.check("grouped_w4a16", 1, 64, 96, 8, 2)
+    with pytest.raises(InputError, match="top-k <= E"):
+        grouped.check("grouped_bf16", 1, 64, 128, 4, 8)
+    with pytest.raises(InputError, match="N divisible by 16 and K by 64"):
+        grouped.check("grouped_bf16_tc", 1, 72, 128, 4, 2)
+    assert np.isfinite(grouped.expert_bytes("w4a16", 64, 128))
