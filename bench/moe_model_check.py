@@ -1,7 +1,8 @@
 """The roofline tiers of the grouped expert layers (models.moe.grouped_layers, uniform routing) against the grouped
-kernels' H200 timings in docs/moe-h200.csv (no GPU needed).
+kernels' H200 timings (bench/bench_moe.py's CSV; the one docs/moe.md quotes: `git show b775e5f:docs/moe-h200.csv >
+moe-h200.csv`; no GPU needed).
 
-    PYTHONPATH=. python3 bench/moe_model_check.py [--csv docs/moe-h200.csv] [--tier floor]
+    PYTHONPATH=. python3 bench/moe_model_check.py --csv moe-h200.csv [--tier floor]
 
 Prints, per scheme and batch range, the median signed error (predicted - measured) / measured and the p90 of its
 magnitude, over our tensor-core grouped kernels' points. The kernel tier has no grouped entry yet (docs/moe.md).
@@ -25,9 +26,11 @@ def main() -> None:
     from models.workloads import get_model
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--csv", default=str(Path(__file__).resolve().parents[1] / "docs" / "moe-h200.csv"))
+    ap.add_argument("--csv", required=True, help="bench/bench_moe.py's CSV (e.g. git show b775e5f:docs/moe-h200.csv)")
     ap.add_argument("--tier", default="floor", choices=("datasheet", "calibrated", "floor"))
     args = ap.parse_args()
+    if not Path(args.csv).is_file():
+        sys.exit(f"error: --csv {args.csv}: no such file (git show b775e5f:docs/moe-h200.csv > moe-h200.csv)")
     measured = pd.read_csv(args.csv)
     measured = measured[measured["kernel"].isin(["grouped_bf16_tc", "grouped_w4a16_tc"])]
     cals = load_calibrations()
