@@ -58,6 +58,13 @@ check "0" "$wb" gpus
 check "0" "$wb" schemes
 check "0" "$wb" predict
 check "0" "$wb" predict --model llama-2-7b --gpu h200-sxm --tier kernel --batch 1,16
+# a GPU never calibrated: its terms transferred from the reference calibration the catalogue ships
+check "0" "$wb" predict --tier kernel --gpu a100-sxm-80gb --kernel cublas_bf16,trtllm_wo_int4 --batch 1 --csv "$work/k.csv"
+if ! grep -q ",transferred," "$work/k.csv"; then
+    echo "FAIL: predict --tier kernel on a100-sxm-80gb did not transfer its GPU terms (kernel_terms_source)"
+    failed=1
+fi
+check "0" "$wb" model-check --by-gpu --data-dir "$repo/data"
 check "2" "$wb" predict --tier calibrated  # no dataset: one line naming --data-dir and WORKBENCH_DATA
 check "0" "$wb" predict --tier calibrated --gpu h200-sxm --data-dir "$repo/data"
 check "0" "$wb" model-check --data-dir "$repo/data"

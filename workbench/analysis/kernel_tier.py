@@ -29,7 +29,7 @@ from models.kernel_fit import OUTPUT_COLUMNS, predict_kernels
 from models.kernel_model import ParamTable, load_params
 from models.kernel_terms import GpuTerms, KernelFacts, gpu_terms
 from models.library_kernels import LIBRARY
-from models.paths import data_dir
+from models.paths import catalogue_dir, data_dir
 from models.transfer import FACTORS_FILE, TransferFactors, load_factors, transfer_terms
 
 PARAMS_FILE = Path("model") / "kernel-params.json"  # under the data directory
@@ -92,7 +92,8 @@ def gpu_lookup(calibrations: Mapping[str, Calibration] | None, factors: Any = _S
     cals = dict(calibrations or {})
 
     def reference() -> GpuTerms | None:
-        ref_cal = cals.get(factors.reference_gpu) or load_calibrations().get(factors.reference_gpu)
+        # the reference's calibration ships with the catalogue (an installed wheel has no dataset of its own)
+        ref_cal = cals.get(factors.reference_gpu) or load_calibrations(catalogue_dir()).get(factors.reference_gpu)
         ref = gpu_terms(factors.reference_gpu, ref_cal) if ref_cal is not None else None
         return ref if ref is not None and ref.sources.get("memory") == "calibrated" else None
 
