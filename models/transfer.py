@@ -103,13 +103,15 @@ def _pick(table: dict[str, Factor], key: str, cls: str, class_of: Any) -> tuple[
 def _factor(d: Any, where: str) -> Factor:
     if not isinstance(d, dict) or not isinstance(d.get("value"), (int, float)) or isinstance(d.get("value"), bool):
         raise InputError(f"{where}: a factor must be an object with a numeric 'value'")
-    if not 0 <= d["value"] <= 1e3:
-        raise InputError(f"{where}: value {d['value']} is out of range")
-    nan = float("nan")
+    if not 0 < d["value"] <= 10:
+        raise InputError(f"{where}: value {d['value']} is out of range (a share: > 0, at most 10)")
+
+    def residual(key: str) -> float:
+        v = d.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan")
+
     return Factor(float(d["value"]), str(d.get("how", "")), tuple(str(g) for g in d.get("gpus", [])),
-                  int(d.get("points", 0)), float(d.get("residual_median") if d.get("residual_median") is not None
-                                                 else nan),
-                  float(d.get("residual_p90") if d.get("residual_p90") is not None else nan))
+                  int(d.get("points", 0)), residual("residual_median"), residual("residual_p90"))
 
 
 def parse_factors(text: str, where: str) -> TransferFactors:
