@@ -5,7 +5,7 @@
 
 In one process on the device, for each shape and batch M:
 (a) the read limit: the fastest L2-cold read of exactly the bytes each kernel reads (kernels.problems.bytes_read of
-    its input arrays, rounded up to 16), by the plain 16-byte-load read kernel of kernels/calib.cu timed as the
+    its input arrays, rounded up to 16), by the plain 16-byte-load read kernel of kernels/calib/calib.cu timed as the
     calibration's read curve does (workbench.measure.microbench.read_curve: slices rotating over >= 3x the L2 in
     one CUDA graph), best over 1, 2, 4 and 8 CTAs per SM;
 (b) every registered kernel of the chosen schemes that runs that M on this GPU (ours, the ladder rungs, the peers:
@@ -193,7 +193,7 @@ class ReadLimit:
     def __init__(self, l2: int, sms: int) -> None:
         import cupy as cp
 
-        from kernels import build
+        from kernels.toolchain import build
 
         self.cp, self.l2, self.sms = cp, l2, sms
         self.mod = build.module("calib.cu")
@@ -227,7 +227,8 @@ def plan(shapes: tuple[tuple[int, int], ...], batches: tuple[int, ...], schemes:
 
 
 def prewarm(cases: list[tuple[Any, int, int, int]]) -> None:
-    from kernels import build, registry
+    from kernels import registry
+    from kernels.toolchain import build
 
     jobs = set()
     for spec, N, K, M in cases:

@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from kernels import gemv, registry  # noqa: E402
+from kernels import registry  # noqa: E402
+from kernels.gemv import gemv  # noqa: E402
 
 SHAPES = ((22016, 4096), (4096, 11008))
 READ_SRC = r"""
@@ -66,8 +67,8 @@ def read_ceiling() -> float:
 
 
 def prewarm(jobs: set[tuple[str, str, tuple[str, ...]]]) -> None:
-    """Compile every (source, entry, options) in parallel processes into kernels.build's cubin cache."""
-    from kernels import build
+    """Compile every (source, entry, options) in parallel processes into kernels.toolchain.build's cubin cache."""
+    from kernels.toolchain import build
 
     t0 = time.time()
     arch = build.device_arch()
@@ -78,7 +79,7 @@ def prewarm(jobs: set[tuple[str, str, tuple[str, ...]]]) -> None:
 def test_jobs() -> set[tuple[str, str, tuple[str, ...]]]:
     """(source, entry, options) of every config the GPU tests compile (tests/test_gemv_gpu.py, every tensor-core
     variant of tests/test_tensorcore_gpu.py), to compile them in parallel first."""
-    from kernels import tensorcore
+    from kernels.tensorcore import tensorcore
 
     jobs = {(s.source, f"{s.entry}_m{min(v.byte_tiles)}", v.options) for s in tensorcore.SPECS
             for v in tensorcore.VARIANTS.values()}

@@ -1,4 +1,5 @@
-"""Device benchmark of the grouped MoE kernels (kernels/grouped.py) beside their peers and the read limit (issue 33).
+"""Device benchmark of the grouped MoE kernels (kernels/grouped/grouped.py) beside their peers and the read limit (issue
+33).
 
     PYTHONPATH=. python3 bench/bench_moe.py [--models mixtral-8x7b,qwen3-30b-a3b,deepseek-v3,olmoe-1b-7b]
         [--batches 1,2,4,8,16,32,64,128,256] [--schemes bf16,w4a16] [--layers gate_up,down] [--routing uniform]
@@ -32,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import grouped  # noqa: E402
+from kernels.grouped import grouped  # noqa: E402
 from models.workloads import get_model  # noqa: E402
 
 MODELS = ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "olmoe-1b-7b")

@@ -1,5 +1,5 @@
-"""Device benchmark of the tensor-core GEMVs' configurations (kernels/tc_gemv.py, tc_gemv_q8.py, tc_gemv_f16.py and
-tc_gemv_w8a16.py `TABLE`), beside their peers.
+"""Device benchmark of the tensor-core GEMVs' configurations (kernels/tcgemv/tc_gemv.py, tc_gemv_q8.py, tc_gemv_f16.py
+and tc_gemv_w8a16.py `TABLE`), beside their peers.
 
     PYTHONPATH=. python3 bench/bench_tc_gemv.py [--kernel w4a16_tc_gemv] [--shapes 22016x4096,...]
         [--batches 1,4,8,16] [--budget 0.1]
@@ -11,7 +11,7 @@ and the library kernel it is judged against), each float64-checked on its first 
 profiler's loop (workbench.measure.timing.measure: L2-cold rotation, CUDA-graph replays), and each over the fastest
 L2-cold read of its own bytes (bench/anchors.py ReadLimit). Prints, per point, the default and the three fastest
 configurations; writes every row to $OUT/<kernel>_bench.csv (the temp directory without $OUT).
-The tables in kernels/tc_gemv.py, tc_gemv_q8.py, tc_gemv_f16.py and docs/kernels-tc-gemv.md came from these rows
+The tables in kernels/tcgemv/tc_gemv.py, tc_gemv_q8.py, tc_gemv_f16.py and docs/kernels-tc-gemv.md came from these rows
 (H200).
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import tc_gemv, tc_gemv_f16, tc_gemv_q8, tc_gemv_w8a16  # noqa: E402
+from kernels.tcgemv import tc_gemv, tc_gemv_f16, tc_gemv_q8, tc_gemv_w8a16  # noqa: E402
 
 SHAPES = ((22016, 4096), (4096, 11008), (4096, 4096), (28672, 8192))
 CHECK_TOL = 2e-3
@@ -141,7 +141,7 @@ def run(cases: list[tuple[str, dict[str, Any] | None, int, int, int]], budget: f
     import cupy as cp
 
     from bench.anchors import ReadLimit, _Recording
-    from kernels import build
+    from kernels.toolchain import build
     from workbench.measure.timing import CudaTimer, TimingConfig, measure
 
     dev = cp.cuda.Device()

@@ -12,7 +12,7 @@ median per launch. Bytes are what each kernel's device arrays hold (kernels.prob
         [--wg-tiles=-,2x4x128,2x4x128xt,2x4x128xt2]   (wgmma kernels wg_*: warpgroups x stages x k-tile bytes
             forced at every M, "xt" = the TMA kernel, "xtN" = with N 64-channel blocks per warpgroup, "@BM" = batch
             rows per m-tile forced too (e.g. 1x8x128xt@128: 64-channel tiles, 128-row m-tiles), "-" = the default
-            kernels.wgmma.WG_TILES; note the "=": a list starting with "-") [--budget 0.2]
+            kernels.wgmma.wgmma.WG_TILES; note the "=": a list starting with "-") [--budget 0.2]
 """
 
 from __future__ import annotations
@@ -52,10 +52,12 @@ def bench_kernel(name: str, M: int, N: int, K: int, l2: int, budget_s: float, pe
                  variant=None, grid: str = "rule") -> tuple:
     """variant: a tensorcore.VARIANTS name for tc_* kernels, a wgmma.WgTile (or None) for wg_* kernels; grid: one of
     wgmma.GRIDS (wg_* kernels)."""
-    from kernels import registry, tensorcore, wgmma
+    from kernels import registry
+    from kernels.tensorcore import tensorcore
+    from kernels.wgmma import wgmma
 
     spec = registry.get(name)
-    if spec.runner == "kernels.wgmma:make_runner":
+    if spec.runner == "kernels.wgmma.wgmma:make_runner":
         runner = wgmma.make_runner(spec, per_sm, variant, grid=grid)
     else:
         runner = tensorcore.make_runner(spec, per_sm, variant)
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wg-tiles", default="", help="comma list of WGxSTAGESxKT tiles for wg_* kernels, '-' = default")
     ap.add_argument("--grid", default="rule", help="comma list of wgmma grids: rule (default), rule-slots, stream-k")
     args = ap.parse_args(argv)
-    from kernels import wgmma
+    from kernels.wgmma import wgmma
 
     grids = [g for g in args.grid.split(",") if g]
     if not grids or any(g not in wgmma.GRIDS for g in grids):

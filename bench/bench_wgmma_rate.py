@@ -2,11 +2,11 @@
 
     PYTHONPATH=. python3 bench/bench_wgmma_rate.py [--iters 4096]
 
-For wgmma m64nNk16 f16 (N = 16, 32, 64, 128), A from registers (RS, as kernels/wg_gemm_w4a16.cu) or from shared
-memory (SS, as kernels/wg_gemm.cu), 1, 2 or 4 independent accumulator chains per warpgroup and 1, 2 or 4
+For wgmma m64nNk16 f16 (N = 16, 32, 64, 128), A from registers (RS, as kernels/wgmma/wg_gemm_w4a16.cu) or from shared
+memory (SS, as kernels/wgmma/wg_gemm.cu), 1, 2 or 4 independent accumulator chains per warpgroup and 1, 2 or 4
 warpgroups on each SM (one CTA per SM): cycles per wgmma per SM (the SM's throughput) and per warpgroup, and the
-FLOP per SM cycle that gives (the H200's dense fp16 peak is 4096). Kernel: kernels/wgmma_rate.cu, one launch of 132
-CTAs per point, clock64 cycles of each CTA's first thread, median over CTAs. Writes $OUT/wgmma_rate.csv (the temp
+FLOP per SM cycle that gives (the H200's dense fp16 peak is 4096). Kernel: kernels/calib/wgmma_rate.cu, one launch of
+132 CTAs per point, clock64 cycles of each CTA's first thread, median over CTAs. Writes $OUT/wgmma_rate.csv (the temp
 directory without $OUT). The table in docs/kernels-wgmma.md (ninth pass) came from this kernel on the H200.
 """
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     import cupy as cp
     import numpy as np
 
-    from kernels import build
+    from kernels.toolchain import build
 
     jobs = [("wgmma_rate.cu", expression(*c), "sm_90a", ()) for c in cases()]
     n, failed = build.prewarm(jobs)

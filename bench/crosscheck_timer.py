@@ -36,7 +36,7 @@ FAMILY_TOL = 0.01
 
 
 def family(runner_path: str) -> str:
-    return {"kernels.gemv": "gemv", "kernels.tensorcore": "mma.sync", "kernels.wgmma": "wgmma",
+    return {"kernels.gemv.gemv": "gemv", "kernels.tensorcore.tensorcore": "mma.sync", "kernels.wgmma.wgmma": "wgmma",
             "kernels.peers": "peers"}.get(runner_path.split(":")[0], runner_path.split(":")[0].rsplit(".", 1)[-1])
 
 

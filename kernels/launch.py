@@ -1,4 +1,4 @@
-"""Launch helpers shared by the GEMV-class kernel families (kernels/gemv.py, ladder.py, tc_gemv.py, tc_gemv_q8.py,
+"""Launch helpers shared by the GEMV-class kernel families (kernels/gemv/gemv.py, ladder.py, tc_gemv.py, tc_gemv_q8.py,
 tc_gemv_f16.py): a bound launch, the Problem the profiler times around it and the runner methods that enqueue and read
 it, the check of the arrays a kernel reads with 16-byte loads, the runner skeleton of the table-driven tensor-core
 GEMVs, the device's SM count, how many blocks of a compiled kernel fit on one SM. CuPy is imported inside functions
@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from kernels import build, problems
+from kernels import problems
 from kernels.registry import KernelSpec, Problem
+from kernels.toolchain import build
 from models.errors import InputError
 
 
@@ -53,9 +54,9 @@ def check_aligned(name: str, arrays: Iterable[Any]) -> None:
 
 
 class TableRunner(BoundLaunchRunner):
-    """The runner skeleton of a table-driven GEMV family (kernels.tc_gemv_q8, kernels.tc_gemv_f16): a kernel of the
-    family's `kinds`, its shape check (`shape_check(spec, M, N, K)`), configuration overrides on top of its table
-    (`choose(M, N, sms, name, **override)`), one source compiled per configuration (`_job`); the family adds
+    """The runner skeleton of a table-driven GEMV family (kernels.tcgemv.tc_gemv_q8, kernels.tcgemv.tc_gemv_f16): a
+    kernel of the family's `kinds`, its shape check (`shape_check(spec, M, N, K)`), configuration overrides on top of
+    its table (`choose(M, N, sms, name, **override)`), one source compiled per configuration (`_job`); the family adds
     `make`."""
 
     family = ""  # for the refusal: "no <family> named ..."
@@ -96,7 +97,7 @@ def bound_problem(inputs: problems.Inputs, xs: tuple[Any, ...], ws: tuple[Any, .
 
 
 def device_sms() -> int:
-    """SMs of the current device (of the planned one inside kernels.build.planned_device)."""
+    """SMs of the current device (of the planned one inside kernels.toolchain.build.planned_device)."""
     if build.planned_sms():
         return build.planned_sms()
     import cupy

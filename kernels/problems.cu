@@ -1,5 +1,5 @@
 // Making a problem on the device (kernels/problems.py): counter-based random inputs, the quantizers of
-// kernels/quant.py computed the same way (float64 arithmetic, round-to-nearest-even: bit for bit the host's
+// kernels/quant/quant.py computed the same way (float64 arithmetic, round-to-nearest-even: bit for bit the host's
 // results, tests/test_problems_gpu.py), conversions to the kernels' input types, and float64 dequantization for the
 // reference. One module, compiled once; nothing here is timed.
 #include <cuda_fp16.h>

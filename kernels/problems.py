@@ -3,9 +3,9 @@
 A problem is a scheme with its real parameters (`Params`: the weight and activation types as the kernel reads them,
 the group size, the scale granularity) at a shape (M, N, K). `make_inputs` draws it on the device: normal random
 activations and weights (a counter-based hash, kernels/problems.cu), the weights and activations quantized there by
-the same arithmetic as kernels/quant.py (bit for bit: tests/test_problems_gpu.py), and, when asked, the float64
+the same arithmetic as kernels/quant/quant.py (bit for bit: tests/test_problems_gpu.py), and, when asked, the float64
 reference y = x_q . W_q^T from what the kernel multiplies (the kernel error) and the quantization error against the
-unquantized product. Kernel families (kernels/gemv.py, tensorcore.py, wgmma.py, peers.py) only pack these canonical
+unquantized product. Kernel families (kernels/gemv/gemv.py, tensorcore.py, wgmma.py, peers.py) only pack these canonical
 arrays into their layout and launch; `bytes_read` is what the kernel's device arrays hold, the `bytes` the profiler
 stores.
 CuPy is imported inside functions only.
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels import quant
+from kernels.quant import quant
 from models.errors import InputError
 
 WEIGHTS = ("f32", "f16", "bf16", "w4", "w8", "e4m3")
@@ -81,13 +81,13 @@ def _cp() -> Any:
 
 
 def _fn(entry: str) -> Any:
-    from kernels import build
+    from kernels.toolchain import build
 
     return build.function(_SOURCE, entry)
 
 
 def compile_jobs(arch: str) -> list[tuple[str, str, str, tuple[str, ...]]]:
-    """kernels.build jobs of this module (one cubin holds every entry)."""
+    """kernels.toolchain.build jobs of this module (one cubin holds every entry)."""
     return [(_SOURCE, _ENTRIES[0], arch, ())]
 
 
@@ -125,7 +125,7 @@ def to_float64(a: Any) -> Any:
     return out
 
 
-# ---------------------------------------------------------------- the quantizers of kernels/quant.py, on the device
+# ------------------------------------------------------------ the quantizers of kernels/quant/quant.py, on the device
 def quantize_w4(w: Any, group_size: int) -> quant.W4:
     cp = _cp()
     N, K = w.shape

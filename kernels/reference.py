@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels import quant
+from kernels.quant import quant
 from models.errors import InputError
 
 Array = Any

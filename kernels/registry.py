@@ -16,15 +16,15 @@ from models.kernel_catalogue import KernelEntry
 from models.kernel_terms import KernelFacts
 
 PROVIDERS = (
-    "kernels.gemv",  # GEMV-class kernels, batch 1-16 (and the chapter's reference kernels)
-    "kernels.tc_gemv",  # the W4A16 GEMV-class kernel on tensor cores, batch 1-16
-    "kernels.tc_gemv_q8",  # the FP8 and W8A8 GEMV-class kernels on tensor cores, batch 1-16
-    "kernels.tc_gemv_f16",  # the BF16 and FP16 GEMV-class kernels on tensor cores, batch 1-16
-    "kernels.tc_gemv_w8a16",  # the W8A16 GEMV-class kernels on tensor cores, batch 1-32
-    "kernels.ladder",  # the W4A16 production-tricks ladder between the chapter's kernel and ours, batch 1-16
-    "kernels.tensorcore",  # mma.sync GEMM kernels, batch 16-256
-    "kernels.wgmma",  # wgmma GEMM kernels (sm_90a: H100 / H200 only), batch 1-256, preferred from 16
-    "kernels.wg_fp8_block",  # FP8 with 128x128 block scales (DeepSeek-V3 style), wgmma, sm_90a
+    "kernels.gemv.gemv",  # GEMV-class kernels, batch 1-16 (and the chapter's reference kernels)
+    "kernels.tcgemv.tc_gemv",  # the W4A16 GEMV-class kernel on tensor cores, batch 1-16
+    "kernels.tcgemv.tc_gemv_q8",  # the FP8 and W8A8 GEMV-class kernels on tensor cores, batch 1-16
+    "kernels.tcgemv.tc_gemv_f16",  # the BF16 and FP16 GEMV-class kernels on tensor cores, batch 1-16
+    "kernels.tcgemv.tc_gemv_w8a16",  # the W8A16 GEMV-class kernels on tensor cores, batch 1-32
+    "kernels.gemv.ladder",  # the W4A16 production-tricks ladder between the chapter's kernel and ours, batch 1-16
+    "kernels.tensorcore.tensorcore",  # mma.sync GEMM kernels, batch 16-256
+    "kernels.wgmma.wgmma",  # wgmma GEMM kernels (sm_90a: H100 / H200 only), batch 1-256, preferred from 16
+    "kernels.wgmma.wg_fp8_block",  # FP8 with 128x128 block scales (DeepSeek-V3 style), wgmma, sm_90a
     "kernels.peers",  # cuBLAS through CuPy, torch's kernels
 )
 
@@ -44,7 +44,7 @@ class KernelSpec:
     name: str  # unique, e.g. "w4a16_gemv"
     scheme: str  # a models.schemes name
     backend: str  # "nvrtc" (our .cu through CuPy RawModule), "cublas" (CuPy), "torch"
-    role: str  # "reference" (the chapter's before), "ladder" (kernels/ladder.py), "optimized", "peer"
+    role: str  # "reference" (the chapter's before), "ladder" (kernels/gemv/ladder.py), "optimized", "peer"
     runner: str  # "module:function" returning a Runner
     m_min: int = 1
     m_max: int = 16

@@ -32,7 +32,7 @@ PATHS: dict[str, tuple[tuple[str, ...], str]] = {
     "wgmma_e4m3": (("library_fp8_flops",), "fp8"),
     "library_fp32": (("fp32_flops",), "fp32"),
 }
-# Instructions per weight of each conversion microbenchmark in kernels/calib.cu (dq_w4: 18 per 8 weights, dq_w8: 7
+# Instructions per weight of each conversion microbenchmark in kernels/calib/calib.cu (dq_w4: 18 per 8 weights, dq_w8: 7
 # per 4, dq_e4m3: 5 per 4), used with the FP32 lane rate when a GPU has no measured rate.
 DEQUANT_INSTR_PER_WEIGHT = {"w4": 18 / 8, "w8": 7 / 4, "e4m3": 5 / 4}
 # Without a measured read curve: a fixed cost per kernel plus bytes at the datasheet bandwidth. 2 us is the fixed cost
@@ -189,7 +189,7 @@ def persistent_grid(tiles: Any, ktiles: Any, slots: Any, min_use: float) -> Any:
     arrays): every tile cut into s = slots // tiles pieces (tiles <= slots), or every CTA w = ceil(tiles / slots)
     whole tiles (tiles a multiple of w), when that keeps at least `min_use` of the slots busy (0 < min_use <= 1; 0:
     never); else stream-K over every slot. Never more CTAs than iterations. A grid of whole tiles has no split tile to
-    sum; an evenly split one no CTA with pieces of two tiles (kernels/splitk.cuh)."""
+    sum; an evenly split one no CTA with pieces of two tiles (kernels/tensorcore/splitk.cuh)."""
     tiles, ktiles, slots = (np.asarray(v, dtype=np.float64) for v in (tiles, ktiles, slots))
     s = np.minimum(np.floor(slots / tiles), ktiles)
     w = np.ceil(tiles / slots)

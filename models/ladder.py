@@ -1,10 +1,10 @@
 """The W4A16 production-tricks ladder (issue 14): the order of the rungs, the registered kernels of each and the one
-trick each adds to the rung before. The one place this is written: kernels/ladder.py registers rungs 1-3 from it, the
-dashboard's ladder view (workbench/interfaces/dashboard), bench/anchors.py and docs/kernels-ladder.md read it.
+trick each adds to the rung before. The one place this is written: kernels/gemv/ladder.py registers rungs 1-3 from it,
+the dashboard's ladder view (workbench/interfaces/dashboard), bench/anchors.py and docs/kernels-ladder.md read it.
 Pure Python (models import neither kernels nor the workbench), so the dashboard reads it without the kernel registry.
 
-Rung 0 is the chapter's `gemv_w4_ref` (kernels/gemv_reference.cu); rungs 1-3 are the `ladder_*` kernels
-(kernels/gemv_w4_ladder.cu, role "ladder"); rungs 4 and 5 our production kernels.
+Rung 0 is the chapter's `gemv_w4_ref` (kernels/gemv/gemv_reference.cu); rungs 1-3 are the `ladder_*` kernels
+(kernels/gemv/gemv_w4_ladder.cu, role "ladder"); rungs 4 and 5 our production kernels.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ RUNGS: tuple[Rung, ...] = (
          "0x6400 magic number + lop3: one logic op turns two nibbles into half2 (1024 + q); fp16 activations, "
          "half2 FMAs (fp32 across chunks)"),
     Rung(3, ("ladder_w4_reorder",), "offline reorder",
-         "weights reordered offline (kernels/pack_w4.py) so each nibble pair is two consecutive weights (x half2 "
+         "weights reordered offline (kernels/quant/pack_w4.py) so each nibble pair is two consecutive weights (x half2 "
          "used as staged, no byte permute); scale and zero point in one 32-bit word"),
     Rung(4, ("w4a16_gemv",), "our best GEMV",
          "persistent grid, tiles of several weight rows sharing each x load, K split across the warps of a block, x "

@@ -137,7 +137,7 @@ SCHEME_PARAMS: dict[str, dict[str, Any]] = {
     "mxfp4": {},
 }
 # The group sizes G offered for group-wise weight scales (w4a16 along K, and the error explorer's "group"
-# granularity): the one definition, read by `workbench profile --group-size`, kernels.problems and kernels.quant.
+# granularity): the one definition, read by `workbench profile --group-size`, kernels.problems and kernels.quant.quant.
 GROUP_SIZES: tuple[int, ...] = (32, 64, 128, 256)
 
 

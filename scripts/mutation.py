@@ -1,6 +1,6 @@
 """Mutation-testing benchmark: mutmut 3 on one module at a time, with only the tests that reach it.
 
-    python scripts/mutation.py models/schemes.py kernels/quant.py   # some modules
+    python scripts/mutation.py models/schemes.py kernels/quant/quant.py   # some modules
     python scripts/mutation.py --all                                # every module in scripts/mutation.toml
     python scripts/mutation.py --report models/schemes.py           # re-read a finished run: score and survivors
 

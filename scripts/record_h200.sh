@@ -44,7 +44,7 @@ SWEEP+=("${EXC_ARGS[@]}")
   nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   python3 -m workbench env
 
-  step "compile the GPU tests' kernels (parallel NVRTC into kernels.build's cubin cache)"
+  step "compile the GPU tests' kernels (parallel NVRTC into kernels.toolchain.build's cubin cache)"
   python3 bench/bench_gemv.py --prewarm-only --prewarm-tests 2>&1 | tail -1
 
   step "GPU tests"

@@ -1,12 +1,12 @@
-"""Every kernels/*.cu compiles for sm_80 and sm_90 (or the targets its `// arch:` line names) through NVRTC, with no
-GPU (kernels.compile_check)."""
+"""Every kernels/*/*.cu compiles for sm_80 and sm_90 (or the targets its `// arch:` line names) through NVRTC, with no
+GPU (kernels.toolchain.compile_check)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kernels import compile_check
-from kernels.build import cu_sources
+from kernels.toolchain import compile_check
+from kernels.toolchain.build import cu_sources
 
 
 def _nvrtc_or_skip() -> None:
@@ -52,7 +52,8 @@ def test_every_launcher_option_set_compiles_for_its_minimum_architecture(group, 
 
 
 def test_launcher_jobs_cover_every_table_column_and_kernel():
-    from kernels import registry, tc_gemv_w8a16
+    from kernels import registry
+    from kernels.tcgemv import tc_gemv_w8a16
 
     groups = compile_check.launcher_jobs()
     sources = {src for src, _, _ in groups}
@@ -92,8 +93,9 @@ def test_arch_directive_replaces_default_archs(tmp_path):
 def test_wgmma_tiles_compile_for_sm90a(op):
     """Every tile of WG_TILES and WG_BANDS, and the tiles the GPU test forces, instantiate for sm_90a (the template
     is compiled only through name expressions, so the plain file check above compiles none of it)."""
-    from kernels import nvrtc, wgmma
-    from kernels.build import source_path
+    from kernels.toolchain import nvrtc
+    from kernels.toolchain.build import source_path
+    from kernels.wgmma import wgmma
 
     _nvrtc_or_skip()
     tables = [wgmma.WG_TILES] + [table for _, table in wgmma.WG_BANDS]
@@ -114,8 +116,9 @@ def test_wgmma_cluster_instances_compile_for_sm90a(source):
     at 2, 4 and 8 pieces, through the runners' own name expressions."""
     from dataclasses import replace
 
-    from kernels import registry, wgmma
-    from kernels.build import source_path
+    from kernels import registry
+    from kernels.toolchain.build import source_path
+    from kernels.wgmma import wgmma
 
     _nvrtc_or_skip()
     exprs = []
@@ -130,8 +133,8 @@ def test_wgmma_cluster_instances_compile_for_sm90a(source):
 
 
 def test_wgmma_w4a16_tiles_compile_for_sm90a():
-    from kernels import wgmma
-    from kernels.build import source_path
+    from kernels.toolchain.build import source_path
+    from kernels.wgmma import wgmma
 
     _nvrtc_or_skip()
     tiles = {(bm, t.warpgroups, t.mb, t.stages) for bm, t in wgmma.W4_TILES.items()}
@@ -142,15 +145,15 @@ def test_wgmma_w4a16_tiles_compile_for_sm90a():
 
 
 def test_wgmma_header_is_generated():
-    from kernels import gen_wg_mma
+    from kernels.wgmma import gen_wg_mma
 
-    assert gen_wg_mma.HEADER.read_text() == gen_wg_mma.render(), "run: python -m kernels.gen_wg_mma"
+    assert gen_wg_mma.HEADER.read_text() == gen_wg_mma.render(), "run: python -m kernels.wgmma.gen_wg_mma"
 
 
 def test_cached_cubin_compiles_once_and_reports_errors(tmp_path, monkeypatch):
-    """kernels.build's sm_90a path without a GPU: the cubin is written once and reused; a bad instance raises with
-    NVRTC's log."""
-    from kernels import build
+    """kernels.toolchain.build's sm_90a path without a GPU: the cubin is written once and reused; a bad instance raises
+    with NVRTC's log."""
+    from kernels.toolchain import build
 
     _nvrtc_or_skip()
     monkeypatch.setenv("WORKBENCH_CUBIN_CACHE", str(tmp_path))
@@ -167,8 +170,8 @@ def test_cached_cubin_compiles_once_and_reports_errors(tmp_path, monkeypatch):
 def test_a_virtual_target_gives_ptx_of_that_architecture():
     """The PTX build path: compute_80 compiles to PTX text for .target sm_80 (the driver JIT-compiles it on the GPU),
     cached as .ptx beside the cubins."""
-    from kernels import build, nvrtc
-    from kernels.build import source_path
+    from kernels.toolchain import build, nvrtc
+    from kernels.toolchain.build import source_path
 
     _nvrtc_or_skip()
     r = compile_check.compile_source(source_path("gemv_w8a16_tc.cu"), "compute_80", ("-DTCW_NT=2",))
@@ -181,7 +184,7 @@ def test_a_virtual_target_gives_ptx_of_that_architecture():
 
 
 def test_ptx_target_maps_every_request_and_records_loads():
-    from kernels import build
+    from kernels.toolchain import build
 
     assert build.resolve_target("sm_90") == "sm_90"
     with build.ptx_target("compute_80") as loaded:
@@ -197,7 +200,9 @@ def test_ptx_target_maps_every_request_and_records_loads():
 
 
 def test_planned_device_answers_for_an_absent_gpu():
-    from kernels import build, launch, tensorcore
+    from kernels import launch
+    from kernels.tensorcore import tensorcore
+    from kernels.toolchain import build
 
     with build.planned_device("sm_80", 108):
         assert build.device_arch() == "sm_80" and launch.device_sms() == 108 == tensorcore.device_sms()

@@ -6,12 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import compile_check, quant, wg_fp8_block
+from kernels.quant import quant
+from kernels.toolchain import compile_check
+from kernels.wgmma import wg_fp8_block
 from models.errors import InputError
 
 
 def test_every_tile_compiles_for_sm90a_without_spills():
-    from kernels import build, nvrtc
+    from kernels.toolchain import build, nvrtc
 
     try:
         compile_check.nvrtc_library()
@@ -48,7 +50,7 @@ def test_tile_per_batch(M, bm, tiles):
 
 def test_bad_tiles_and_shapes_refused():
     from kernels import registry
-    from kernels.wgmma import WgTile
+    from kernels.wgmma.wgmma import WgTile
 
     with pytest.raises(InputError):
         wg_fp8_block.tile_config(16, WgTile(2, 2, 256))  # < 3 stages

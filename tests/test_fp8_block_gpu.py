@@ -55,7 +55,8 @@ def test_block_scales_are_applied_per_block(hopper, M):
     """Weights whose magnitude differs by up to 2^16 between 128x128 blocks and activations by up to 2^8 between 1x128
     groups (outputs stay inside fp16): a block's scale applied to another block's partial sum shows as a large
     error."""
-    from kernels import registry, wg_fp8_block
+    from kernels import registry
+    from kernels.wgmma import wg_fp8_block
 
     cp = hopper
     N, K = 4096, 4096

@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import gemv, quant
 from kernels import reference as ref
+from kernels.gemv import gemv
+from kernels.quant import quant
 
 pytestmark = pytest.mark.gpu
 

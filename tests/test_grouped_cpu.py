@@ -1,4 +1,4 @@
-"""The grouped MoE kernels without a GPU (kernels/grouped.py): launch configurations from (B, E, k, N, K) alone,
+"""The grouped MoE kernels without a GPU (kernels/grouped/grouped.py): launch configurations from (B, E, k, N, K) alone,
 refusals, and every tensor-core configuration the four MoE models' expert layers pick at batch 256 compiles for
 sm_90 (the compile check of tests/test_compile.py covers the sources at their defaults only)."""
 
@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from kernels import compile_check, grouped
-from kernels.build import source_path
+from kernels.grouped import grouped
+from kernels.toolchain import compile_check
+from kernels.toolchain.build import source_path
 from models.errors import InputError
 from models.workloads import get_model
 

@@ -1,4 +1,4 @@
-"""The grouped MoE GEMV kernels (kernels/grouped.py, grouped_gemv.cu) on the GPU (pytest -m gpu).
+"""The grouped MoE GEMV kernels (kernels/grouped/grouped.py, grouped_gemv.cu) on the GPU (pytest -m gpu).
 
 Float64 checks on poisoned outputs: rel = ||y - ref|| / ||ref|| against the float64 product of the dequantized expert
 weights and the bf16/fp16 activations. bf16: exact products, fp32 sums, bf16 output (2^-9): tolerance 4e-3. W4A16:
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import grouped
+from kernels.grouped import grouped
 from workbench.measure.timing import poison, relative_errors
 
 pytestmark = pytest.mark.gpu

@@ -1,5 +1,5 @@
 """The W4A16 ladder on the CPU: the rung table, the registry entries, the K-tiles of the staged x, and a NumPy
-emulation of what each rung's kernel computes from its layout (kernels/gemv_w4_ladder.cu: the nibble pairs the
+emulation of what each rung's kernel computes from its layout (kernels/gemv/gemv_w4_ladder.cu: the nibble pairs the
 0x6400 magic number yields, the byte permutes that pair x with them, the padded shared-memory addresses)."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import gemv, ladder, pack_w4, quant, registry, xstage
+from kernels import registry
+from kernels.gemv import gemv, ladder, xstage
+from kernels.quant import pack_w4, quant
 from models.errors import InputError
 
 

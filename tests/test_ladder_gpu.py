@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import gemv, ladder, problems, registry
+from kernels import problems, registry
 from kernels import reference as ref
+from kernels.gemv import gemv, ladder
 
 pytestmark = pytest.mark.gpu
 

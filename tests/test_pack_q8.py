@@ -1,4 +1,4 @@
-"""The 8-bit tensor-core GEMV's weight layout (kernels/pack_q8.py) on CPU: gemv_q8_tc.cu replayed lane by lane in
+"""The 8-bit tensor-core GEMV's weight layout (kernels/quant/pack_q8.py) on CPU: gemv_q8_tc.cu replayed lane by lane in
 NumPy with PTX's m16n8k32 fragment layout (A: a lane's register r holds row g + 8 (r % 2), columns 4 t + 16 (r // 2)
 + 0..3; B: register r holds column g, rows 4 t + 16 r + 0..3; C: c_i at row g + 8 (i // 2), column 2 t + i % 2), fed
 with the packed words and the x bytes the kernel loads. Integer codes make the check exact."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import pack_q8
+from kernels.quant import pack_q8
 from models.errors import InputError
 
 

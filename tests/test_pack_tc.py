@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernels import pack_tc, quant, registry, tensorcore
+from kernels import registry
+from kernels.quant import pack_tc, quant
+from kernels.tensorcore import tensorcore
 from models.errors import InputError
 
 
@@ -125,7 +127,7 @@ def test_python_variant_table_matches_the_cuda_entries():
 @pytest.mark.parametrize("variant", [v for v, var in tensorcore.VARIANTS.items() if var.options])
 @pytest.mark.parametrize("source", ["tc_gemm_f16.cu", "tc_gemm_w8a8.cu", "tc_gemm_fp8.cu", "tc_gemm_w4a16.cu"])
 def test_variant_entries_compile(source, variant):
-    from kernels import compile_check
+    from kernels.toolchain import compile_check
 
     try:
         compile_check.nvrtc_library()

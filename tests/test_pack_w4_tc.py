@@ -1,4 +1,4 @@
-"""The tensor-core W4A16 GEMV's layout (kernels/pack_w4.py pack_w4a16_tc) against the kernel's arithmetic, on CPU.
+"""The tensor-core W4A16 GEMV's layout (kernels/quant/pack_w4.py pack_w4a16_tc) against the kernel's arithmetic, on CPU.
 
 `emulate` replays gemv_w4a16_tc.cu lane by lane in NumPy: each lane's 32-bit word goes through the kernel's
 lop3 / hsub2 / hfma2 conversion (fp16 bit patterns), the four registers are placed where PTX's m16n8k16 fragment
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import pack_w4, quant
+from kernels.quant import pack_w4, quant
 from models.errors import InputError
 
 

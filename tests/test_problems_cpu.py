@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernels import gemv, problems, registry
+from kernels import problems, registry
+from kernels.gemv import gemv
 from models.errors import InputError
 
 
@@ -48,7 +49,7 @@ def test_group_size_reaches_the_runners_and_unsupported_ones_refuse():
 
 
 def test_compile_jobs_name_the_kernels_of_a_point(monkeypatch):
-    from kernels import build
+    from kernels.toolchain import build
 
     monkeypatch.setattr(build, "device_arch", lambda: "sm_90")
     (src, entry, arch, opts), = registry.runner("w4a16_gemv").compile_jobs(1, 4096, 4096)

@@ -1,13 +1,14 @@
-"""kernels.problems on the GPU: the device quantizers equal kernels/quant.py's bit for bit, the references are those
-of kernels/reference.py, and each kernel family's stored bytes are the bytes its device arrays hold."""
+"""kernels.problems on the GPU: the device quantizers equal kernels/quant/quant.py's bit for bit, the references are
+those of kernels/reference.py, and each kernel family's stored bytes are the bytes its device arrays hold."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels import problems, quant, registry
+from kernels import problems, registry
 from kernels import reference as ref
+from kernels.quant import quant
 from models.schemes import GROUP_SIZES
 
 pytestmark = pytest.mark.gpu
@@ -114,7 +115,7 @@ def _expected_bytes(name: str, M: int, N: int, K: int, G: int) -> int:
     return table[name]
 
 
-_FAMILIES = ("kernels.gemv", "kernels.tensorcore", "kernels.wgmma")
+_FAMILIES = ("kernels.gemv.gemv", "kernels.tensorcore.tensorcore", "kernels.wgmma.wgmma")
 
 
 @pytest.mark.parametrize("name", [s.name for s in registry.specs() if s.runner.split(":")[0] in _FAMILIES])

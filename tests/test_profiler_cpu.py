@@ -242,7 +242,7 @@ def test_git_commit_prefers_the_named_commit(monkeypatch, tmp_path):
 
 
 def test_cluster_residency_counts_each_size_and_survives_a_driver_that_cannot(monkeypatch):
-    from kernels import cuda_driver
+    from kernels.toolchain import cuda_driver
     from workbench.measure.calibrate import _cluster_residency
 
     class Fn:

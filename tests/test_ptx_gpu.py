@@ -1,12 +1,12 @@
 """Every registered NVRTC kernel run from PTX of its declared minimum architecture (run on the device: pytest -m gpu).
 
-kernels.build.ptx_target("compute_80") compiles each kernel loaded to compute_80 PTX, which the driver JIT-compiles
-for the GPU here: the H200 then runs the code an A100 (compute_80) or L40S (compute_89) would run (`__CUDA_ARCH__`
-below 900), so a change that breaks an older GPU's path fails here. Each kernel (KernelSpec.min_cc; the sm_90a
-wgmma kernels from compute_90a) is checked against its float64 reference at its smallest, a middle and its largest
-batch, on the first shape its runner accepts: rel = ||y - ref|| / ||ref|| < 1e-2 (every kernel's outputs are 16-bit
-or wider; a path that computes the wrong thing is off by O(1)). Every kernel module loaded inside the block must have
-been compiled from PTX of that target, and where CuPy reports it, the loaded function's PTX version must be it.
+kernels.toolchain.build.ptx_target("compute_80") compiles each kernel loaded to compute_80 PTX, which the driver
+JIT-compiles for the GPU here: the H200 then runs the code an A100 (compute_80) or L40S (compute_89) would run
+(`__CUDA_ARCH__` below 900), so a change that breaks an older GPU's path fails here. Each kernel (KernelSpec.min_cc; the
+sm_90a wgmma kernels from compute_90a) is checked against its float64 reference at its smallest, a middle and its
+largest batch, on the first shape its runner accepts: rel = ||y - ref|| / ||ref|| < 1e-2 (every kernel's outputs are
+16-bit or wider; a path that computes the wrong thing is off by O(1)). Every kernel module loaded inside the block must
+have been compiled from PTX of that target, and where CuPy reports it, the loaded function's PTX version must be it.
 A kernel declared for sm_80 must fail from compute_75 PTX, one for sm_89 from compute_80: the minimum is needed,
 not a guess (kernels.registry.NEEDS says what needs it; the CUDA-core GEMVs run from compute_75).
 """
@@ -16,8 +16,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import build, gemv, registry
 from kernels import reference as ref
+from kernels import registry
+from kernels.gemv import gemv
+from kernels.toolchain import build
 
 pytestmark = pytest.mark.gpu
 

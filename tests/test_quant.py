@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import gemv, pack_w4, quant
 from kernels import reference as ref
+from kernels.gemv import gemv
+from kernels.quant import pack_w4, quant
 from models.errors import InputError
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import pack_tc, pack_w4, quant
+from kernels.quant import pack_tc, pack_w4, quant
 from models.errors import InputError
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -362,7 +362,7 @@ def test_random_distributions_cover_their_ranges():
 
 
 # ------------------------------------------------------------------------------------------------ fake_quantize
-# Hand-worked cases of kernels.quant.Choice / fake_quantize (Dec 3 re-measurement survivors).
+# Hand-worked cases of kernels.quant.quant.Choice / fake_quantize (Dec 3 re-measurement survivors).
 C = quant.Choice
 
 

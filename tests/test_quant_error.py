@@ -1,4 +1,4 @@
-"""The quantization error explorer (workbench.analysis.quant_error, kernels.quant.fake_quantize) reproduces the
+"""The quantization error explorer (workbench.analysis.quant_error, kernels.quant.quant.fake_quantize) reproduces the
 chapter's claims on synthetic weights, uses the canonical quantizers' arithmetic, and loads real matrices."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from kernels import quant
+from kernels.quant import quant
 from models.errors import InputError
 from models.schemes import GROUP_SIZES
 from workbench.analysis import quant_error as qe

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from kernels import registry, tc_gemv, tc_gemv_q8
+from kernels import registry
+from kernels.tcgemv import tc_gemv, tc_gemv_q8
 from models.errors import InputError
 
 SPEC = registry.get(tc_gemv.NAME)
@@ -115,8 +116,9 @@ def test_bound_problem_counts_the_bytes_the_launch_reads_and_writes() -> None:
 def test_the_gemv_runners_launch_the_bound_launch_of_their_problem() -> None:
     from types import SimpleNamespace
 
-    from kernels import gemv, ladder, tc_gemv_q8
+    from kernels.gemv import gemv, ladder
     from kernels.launch import BoundLaunchRunner
+    from kernels.tcgemv import tc_gemv_q8
 
     calls = []
     problem = SimpleNamespace(arrays={"launch": lambda: calls.append(1)})

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import registry, tc_gemv_f16
+from kernels import registry
+from kernels.tcgemv import tc_gemv_f16
 from models.errors import InputError
 
 
@@ -140,7 +141,8 @@ def test_few_row_tiles_per_sm_take_the_few_column() -> None:
 def test_runners_refuse_a_kernel_of_another_family_and_misaligned_arrays() -> None:
     from types import SimpleNamespace
 
-    from kernels import launch, tc_gemv_q8
+    from kernels import launch
+    from kernels.tcgemv import tc_gemv_q8
 
     with pytest.raises(InputError, match="no 16-bit tensor-core GEMV named 'fp8_tc_gemv'"):
         tc_gemv_f16.TcGemvF16Runner(registry.get("fp8_tc_gemv"))

@@ -1,5 +1,5 @@
-"""The 16-bit tensor-core GEMVs (kernels/tc_gemv_f16.py: bf16_tc_gemv, fp16_tc_gemv) on the GPU (run on the device:
-pytest -m gpu).
+"""The 16-bit tensor-core GEMVs (kernels/tcgemv/tc_gemv_f16.py: bf16_tc_gemv, fp16_tc_gemv) on the GPU (run on the
+device: pytest -m gpu).
 
 Float64 checks: fresh random inputs, outputs poisoned with NaN, rel = ||y - ref|| / ||ref|| against the float64
 product of the rounded operands, at every M bin edge and odd M, on shapes with N not a multiple of the 16-channel tile
@@ -13,8 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import gemv, registry, tc_gemv_f16
 from kernels import reference as ref
+from kernels import registry
+from kernels.gemv import gemv
+from kernels.tcgemv import tc_gemv_f16
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""The tensor-core W4A16 GEMV (kernels/tc_gemv.py) on the GPU (run on the device: pytest -m gpu).
+"""The tensor-core W4A16 GEMV (kernels/tcgemv/tc_gemv.py) on the GPU (run on the device: pytest -m gpu).
 
 Float64 checks: fresh random inputs (never zeros), outputs poisoned with NaN, rel = ||y - ref|| / ||ref|| against the
 reference of the dequantized weights, at every M bin edge and odd M (1, 2, 3, 7, 8, 9, 15, 16), on shapes with N
@@ -12,8 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import gemv, registry, tc_gemv
 from kernels import reference as ref
+from kernels import registry
+from kernels.gemv import gemv
+from kernels.tcgemv import tc_gemv
 
 pytestmark = pytest.mark.gpu
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernels import registry, tc_gemv, tc_gemv_q8
+from kernels import registry
+from kernels.tcgemv import tc_gemv, tc_gemv_q8
 from models.errors import InputError
 
 

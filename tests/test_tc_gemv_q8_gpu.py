@@ -1,4 +1,4 @@
-"""The 8-bit tensor-core GEMVs (kernels/tc_gemv_q8.py: fp8_tc_gemv, w8a8_tc_gemv) on the GPU (run on the device:
+"""The 8-bit tensor-core GEMVs (kernels/tcgemv/tc_gemv_q8.py: fp8_tc_gemv, w8a8_tc_gemv) on the GPU (run on the device:
 pytest -m gpu).
 
 Float64 checks: fresh random inputs, outputs poisoned with NaN, rel = ||y - ref|| / ||ref|| against the reference of
@@ -13,8 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import gemv, registry, tc_gemv_q8
 from kernels import reference as ref
+from kernels import registry
+from kernels.gemv import gemv
+from kernels.tcgemv import tc_gemv_q8
 
 pytestmark = pytest.mark.gpu
 

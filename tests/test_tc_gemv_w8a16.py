@@ -1,4 +1,4 @@
-"""The W8A16 tensor-core GEMVs' host side on CPU (kernels/tc_gemv_w8a16.py, layout kernels/pack_q8.py
+"""The W8A16 tensor-core GEMVs' host side on CPU (kernels/tcgemv/tc_gemv_w8a16.py, layout kernels/quant/pack_q8.py
 pack_w8a16_tc): gemv_w8a16_tc.cu's register conversion (prmt, then hsub2 with the 0x6400 magic number for fp16, or
 FADD in fp32 and the upper halves for bf16) replayed on bit patterns, the lanes' A and B fragments placed where PTX's
 m16n8k16 layout puts them (A: register r holds row g + 8 (r % 2), columns 2 t + 8 (r // 2) + 0..1; B: register r
@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import pack_q8, registry, tc_gemv, tc_gemv_w8a16
+from kernels import registry
+from kernels.quant import pack_q8
+from kernels.tcgemv import tc_gemv, tc_gemv_w8a16
 from models.errors import InputError
 
 

@@ -1,5 +1,5 @@
-"""The W8A16 tensor-core GEMVs (kernels/tc_gemv_w8a16.py: w8a16_tc_gemv, w8a16_bf16_tc_gemv) on the GPU (run on the
-device: pytest -m gpu).
+"""The W8A16 tensor-core GEMVs (kernels/tcgemv/tc_gemv_w8a16.py: w8a16_tc_gemv, w8a16_bf16_tc_gemv) on the GPU (run on
+the device: pytest -m gpu).
 
 Float64 checks: fresh random inputs, outputs poisoned with NaN, rel = ||y - ref|| / ||ref|| against the reference of
 the dequantized weights (kernels.problems: int8 codes times their fp16 row scale) and the 16-bit activations, at every
@@ -14,8 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import gemv, registry, tc_gemv_w8a16
 from kernels import reference as ref
+from kernels import registry
+from kernels.gemv import gemv
+from kernels.tcgemv import tc_gemv_w8a16
 
 pytestmark = pytest.mark.gpu
 
@@ -71,7 +73,7 @@ def test_extreme_codes_convert_exactly(cp):
     """Codes -127 and 127 (and 0) everywhere in a row tile: the magic-number conversion at both ends of the byte."""
     import cupy
 
-    from kernels import pack_q8, quant
+    from kernels.quant import pack_q8, quant
 
     N, K, M = 32, 256, 3
     codes = np.zeros((N, K), dtype=np.int8)

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from kernels.tensorcore import VARIANTS
+from kernels.tensorcore.tensorcore import VARIANTS
 
 pytestmark = pytest.mark.gpu
 
@@ -36,7 +36,8 @@ def _poison(cp, out) -> None:
 
 @pytest.mark.parametrize("name,variant,M,N,K", CASES)
 def test_kernel_matches_float64_reference(cupy, name, variant, M, N, K):
-    from kernels import reference, registry, tensorcore
+    from kernels import reference, registry
+    from kernels.tensorcore import tensorcore
 
     runner = tensorcore.make_runner(registry.get(name), variant=variant)
     seed = random.randrange(2**31)  # fresh data every run; the seed is in the failure message

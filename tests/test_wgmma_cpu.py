@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import registry, wgmma
+from kernels import registry
+from kernels.wgmma import wgmma
 from models.errors import InputError
 from models.kernel_terms import persistent_grid
 
@@ -114,7 +115,7 @@ def test_specs_are_hopper_only():
 
 @pytest.mark.parametrize("tiles,ktiles,ctas", [
     (32, 32, 128),  # 4096 channels: every tile in 4 pieces (97 % of 132 SMs)
-    (32, 86, 128),  # 4 uneven pieces (21-22 k-tiles); kernels/splitk.cuh keeps each in one tile
+    (32, 86, 128),  # 4 uneven pieces (21-22 k-tiles); kernels/tensorcore/splitk.cuh keeps each in one tile
     (16, 16, 128),  # 8 pieces
     (64, 64, 128),  # 2 pieces
     (224, 64, 112),  # 2 whole tiles per CTA (85 %)
@@ -238,7 +239,7 @@ def test_cluster_instances_are_named_by_their_pieces():
 
 
 def test_compile_jobs_add_the_cluster_instances_the_rule_may_take(monkeypatch):
-    from kernels import tensorcore
+    from kernels.tensorcore import tensorcore
 
     runner = registry.runner("wg_fp8")
     monkeypatch.setattr(wgmma, "device_sms", lambda: 132)

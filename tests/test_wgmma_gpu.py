@@ -76,7 +76,8 @@ def test_kernel_matches_float64_reference(hopper, name, M, N, K):
 def test_other_tiles(hopper, name, tile):
     """The tiles benchmarks may force (1 warpgroup, the shallowest pipelines, the TMA kernel) are correct too, on
     single-tile, split-K and partial-batch cases."""
-    from kernels import registry, wgmma
+    from kernels import registry
+    from kernels.wgmma import wgmma
     from models.errors import InputError
 
     runner = wgmma.make_runner(registry.get(name), tile=wgmma.WgTile(*tile))
@@ -111,7 +112,8 @@ def test_split_tiles_summed_in_a_cluster(hopper, name, M, N, K, pieces, w4_piece
     """Where the rule cuts every tile into pieces that run as one cluster (finish_cluster: a reduce-scatter through
     distributed shared memory), its sums and those of the same shape through slots ("rule-slots") both match the
     float64 reference; on an H200 the piece counts are the ones the rule's measurements chose."""
-    from kernels import registry, wgmma
+    from kernels import registry
+    from kernels.wgmma import wgmma
 
     seed = random.randrange(2**31)
     for grid in ("rule", "rule-slots"):
@@ -133,7 +135,8 @@ def test_split_tiles_summed_in_a_cluster(hopper, name, M, N, K, pieces, w4_piece
 def test_forced_cluster_sizes(hopper, name, M, N, K, pieces, monkeypatch):
     """The cluster kernels hold for every size the device code accepts (2..8), not only those the rule takes: parts
     left empty (M = 17 and 5 in 8 pieces: fewer 8-row groups per thread than pieces), uneven pieces, two m-tiles."""
-    from kernels import registry, wgmma
+    from kernels import registry
+    from kernels.wgmma import wgmma
 
     runner = wgmma.make_runner(registry.get(name))
     monkeypatch.setattr(runner, "_pieces", lambda fn, cfg, tiles_n, ktiles: pieces)
@@ -148,7 +151,8 @@ def test_fp8_sums_promoted_over_a_long_k(hopper):
     """wg_fp8 adds QGMMA's sums into fp32 registers every 512 of K (OpFP8::promote_bytes): a whole K of 14336 in one
     CTA (64-channel whole tiles, 128-row m-tiles) stays near the short chains' error. H200: 4.0e-4 with the
     promotion, 2.9e-3 without (one chain of 14336)."""
-    from kernels import registry, wgmma
+    from kernels import registry
+    from kernels.wgmma import wgmma
 
     runner = wgmma.make_runner(registry.get("wg_fp8"), tile=wgmma.parse_tile("1x8x128xt@128"))
     seed = random.randrange(2**31)

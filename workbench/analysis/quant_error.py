@@ -1,12 +1,13 @@
 """Quantization error against bytes per weight: what accuracy each byte buys (issue 20, the chapter's first lesson).
 
 For a weight matrix W (N outputs x K) drawn from a distribution (Gaussian, Student-t, Gaussian with outlier rows or
-columns at a rate and magnitude, all seeded) or loaded from a .npy / .safetensors file, every `kernels.quant.Choice`
-(int4 / int8 / fp8; per tensor, per channel, per group of G along K, G x G blocks; symmetric or with a zero point
-stored in 4/8 bits or fp16) is applied by `kernels.quant.fake_quantize` (the quantizers the kernels are checked
-against) and measured twice: the relative error of the dequantized weights ||W_q - W|| / ||W||, and of the layer's
-output y = x W^T for Gaussian activations x (tokens x K). The bytes each choice costs come from models.schemes'
-accounting (`traffic` of the scheme with that granularity): weights plus scales and zero points, per weight.
+columns at a rate and magnitude, all seeded) or loaded from a .npy / .safetensors file, every
+`kernels.quant.quant.Choice` (int4 / int8 / fp8; per tensor, per channel, per group of G along K, G x G blocks;
+symmetric or with a zero point stored in 4/8 bits or fp16) is applied by `kernels.quant.quant.fake_quantize` (the
+quantizers the kernels are checked against) and measured twice: the relative error of the dequantized weights ||W_q -
+W|| / ||W||, and of the layer's output y = x W^T for Gaussian activations x (tokens x K). The bytes each choice costs
+come from models.schemes' accounting (`traffic` of the scheme with that granularity): weights plus scales and zero
+points, per weight.
 
 Rows are tidy, SI-free numbers (errors as fractions, bytes per weight); the CLI formats them.
 """
@@ -21,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernels import quant, reference
+from kernels import reference
+from kernels.quant import quant
 from models.errors import InputError
 from models.schemes import (
     FP8_BLOCK,
@@ -40,7 +42,7 @@ _GRANULARITY = {"tensor": "per_tensor", "channel": "per_channel", "group": "grou
 COLUMNS = ("label", "format", "granularity", "size", "symmetric", "zero", "scale_dtype", "bits_per_weight",
            "bytes_per_weight", "overhead", "weight_error_rel", "output_error_rel")
 
-FORMATS: tuple[str, ...] = tuple(quant.FORMAT_BITS)  # every format the explorer quantizes to (kernels.quant)
+FORMATS: tuple[str, ...] = tuple(quant.FORMAT_BITS)  # every format the explorer quantizes to (kernels.quant.quant)
 
 
 # ---------------------------------------------------------------------------------------------- weights

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernels import quant
+from kernels.quant import quant
 from models.errors import InputError
 from models.schemes import SCHEME_PARAMS
 from workbench.analysis.compare import best_per_scheme, rollup_measured

@@ -1,4 +1,4 @@
-"""`workbench calibrate`: measure this GPU's ceilings with our own micro-kernels (kernels/calib.cu).
+"""`workbench calibrate`: measure this GPU's ceilings with our own micro-kernels (kernels/calib/calib.cu).
 
 Read-only stream (16-byte loads, 2 GiB), copy, L2 read (a footprint of a quarter of the L2, looped), the launch floor
 (empty kernel back to back, and replayed in a CUDA graph), FP32 FMA, mma.sync f16/bf16/s8 (and e4m3, emulated on
@@ -52,7 +52,7 @@ def _time(timer: CudaTimer, fn: Callable[[], None], repeats: int = 15, warmup: i
 
 def _module(cc: int, log: Callable[[str], None]) -> tuple[Any, bool]:
     """The compiled calib.cu, with the e4m3 mma kernel where the GPU and this NVRTC accept it."""
-    from kernels.build import module
+    from kernels.toolchain.build import module
 
     if cc >= 89:
         try:
@@ -144,7 +144,7 @@ def _cluster_residency(mod: Any, log: Callable[[str], None]) -> list[Ceiling]:
     """Clusters of 2..CLUSTER_PIECES_MAX CTAs resident at once with one CTA per SM (256 threads, 200 KB of dynamic
     shared memory, as the wgmma kernels), from the driver's occupancy calculator: the clustered split grid's limit
     (models.kernel_terms.cluster_pieces). Counts, not rates; only on GPUs with clusters (compute capability 9.0+)."""
-    from kernels.cuda_driver import max_active_clusters
+    from kernels.toolchain.cuda_driver import max_active_clusters
     from models.kernel_terms import CLUSTER_PIECES_MAX, resident_clusters_key
 
     fn = mod.get_function("empty_kernel")

@@ -1,4 +1,4 @@
-"""Microbenchmarks behind the kernel-aware model's terms, run by `workbench calibrate` (kernels/calib.cu).
+"""Microbenchmarks behind the kernel-aware model's terms, run by `workbench calibrate` (kernels/calib/calib.cu).
 
 - read curve: the fastest L2-cold read of V bytes (4 KiB .. 1 GiB, 16-byte loads) for grids of 1, 2, 4 and 8 CTAs
   per SM, each launch of a CUDA graph reading its own slice of a 2 GiB buffer (slices rotate over >= 3x the L2 where

@@ -349,9 +349,10 @@ def compile_all(points: list[Point], runners: dict[str, Any], runner_factory: Ca
                 group_size: int | None, unavailable: set[str],
                 add_phase: Callable[[str, float], None]) -> list[str]:
     """Make each kernel's runner once ("runner setup") and compile every kernel the points need in parallel
-    processes ("compile"): NVRTC into kernels.build's cubin cache, so no point waits on a serial compile. Returns
-    what could not be made or compiled (those points then fail or are refused one by one, with the reason)."""
-    from kernels import build, problems
+    processes ("compile"): NVRTC into kernels.toolchain.build's cubin cache, so no point waits on a serial compile.
+    Returns what could not be made or compiled (those points then fail or are refused one by one, with the reason)."""
+    from kernels import problems
+    from kernels.toolchain import build
 
     t = time.perf_counter()
     notes: list[str] = []

@@ -32,7 +32,7 @@ MEASUREMENT_COLUMNS: dict[str, str] = {
     "scheme": "string",  # models.schemes name
     "kernel": "string",  # kernels registry name
     "backend": "string",  # "nvrtc" (ours), "cublas" (CuPy), "torch"
-    "role": "string",  # "reference" (the chapter's before), "ladder" (kernels/ladder.py), "optimized", "peer"
+    "role": "string",  # "reference" (the chapter's before), "ladder" (kernels/gemv/ladder.py), "optimized", "peer"
     "layer": "string",  # e.g. "llama-2-7b/gate_up", "" for a bare --shape
     "M": "int64",
     "N": "int64",

@@ -1,0 +1,347 @@
+"""Grouped GEMV-class kernels for MoE decode: every expert of one layer in one launch (`KERNELS`: on the tensor cores,
+grouped_tc.cu and grouped_w4_tc.cu, the bench's choice; on CUDA cores, grouped_gemv.cu). docs/moe.md has the numbers.
+
+A problem is one MoE expert layer at batch B: E experts of N x K weights (stacked [E, N, K]), top-k routing drawn by
+models.moe.draw with a fixed routing seed, the routed token list (rows sorted by expert, offsets per expert), and the
+output [B * k, N] in routed order. Only the touched experts' weights are read; `touched_bytes` is what the launch
+must move (the read-limit anchor of bench/bench_moe.py).
+
+`GroupedRunner` follows the registry's Runner protocol with M = the batch B (so workbench.measure.timing.measure times
+it: float64 check, L2-cold rotation, CUDA-graph replays). Its input sets share one weight allocation and differ by a
+relabelling of the experts (the same routing histogram on other experts' bytes), so the rotation stays L2-cold without
+a second copy of tens of GB of experts. The grouped kernels are not in the registry's PROVIDERS: their problems have
+E, top-k and a routing besides (M, N, K), which the dense profiler sweep does not carry.
+Weights are random bit patterns drawn on the device (bf16 with exponents around 2^-7; W4 codes, scales and zeros),
+valid for every scheme and cheap for DeepSeek-V3's 15 GB of expert weights; the reference reads them back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from kernels.launch import device_sms, resident_blocks
+from kernels.quant import pack_w4, quant
+from kernels.registry import Problem
+from kernels.toolchain import build
+from models.errors import InputError
+from models.kernel_terms import KernelFacts
+from models.moe import Routing, draw, expert_load, parse_routing, route
+
+# .cu files the grouped sources include (the build cache hashes the source and the .cuh headers only)
+INCLUDED = {"grouped_gemv.cu": ("gemv_f16.cu", "gemv_w4a16.cu"), "grouped_tc.cu": ("gemv_f16_tc.cu",),
+            "grouped_w4_tc.cu": ("gemv_w4a16_tc.cu",)}
+SCHEMES = ("bf16", "w4a16")
+# kernel -> (scheme, source, tensor cores)
+KERNELS = {"grouped_bf16": ("bf16", "grouped_gemv.cu", False), "grouped_bf16_tc": ("bf16", "grouped_tc.cu", True),
+           "grouped_w4a16": ("w4a16", "grouped_gemv.cu", False),
+           "grouped_w4a16_tc": ("w4a16", "grouped_w4_tc.cu", True)}
+ENTRY = {("grouped_bf16", True): "grouped_gemv_bf16", ("grouped_bf16", False): "grouped_gemv_bf16",
+         ("grouped_bf16_tc", True): "grouped_f16_tc", ("grouped_bf16_tc", False): "grouped_f16_tc",
+         ("grouped_w4a16", True): "grouped_gemv_w4a16", ("grouped_w4a16", False): "grouped_gemv_w4a16_routed",
+         ("grouped_w4a16_tc", True): "grouped_w4a16_tc", ("grouped_w4a16_tc", False): "grouped_w4a16_tc"}
+MB_BINS = (1, 2, 4, 8, 16)
+MAX_EXPERTS = 1024  # GROUPED_MAX_E: the touched-expert list each CTA keeps in shared memory
+G = 128
+# What the kernel tier reads about them: CUDA-core products over the rows of each pass, weights read once per pass.
+FACTS = {
+    "grouped_bf16": KernelFacts(family="gemv", path="cuda_core", cuda_core_rows=True,
+                                m_tiles=tuple((mb, mb) for mb in MB_BINS)),
+    "grouped_bf16_tc": KernelFacts(family="gemv", path="mma_sync_bf16", m_tiles=((8, 8), (16, 16), (24, 24),
+                                                                                  (1 << 30, 32))),
+    "grouped_w4a16": KernelFacts(family="gemv", path="cuda_core", dequant="w4", cuda_core_rows=True,
+                                 m_tiles=tuple((mb, mb) for mb in MB_BINS)),
+    "grouped_w4a16_tc": KernelFacts(family="gemv", path="mma_sync_f16", dequant="w4",
+                                    m_tiles=((8, 8), (16, 16), (24, 24), (1 << 30, 32))),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    mb: int  # rows of an expert per pass
+    rw: int = 4  # weight rows per tile
+    u: int = 2  # 16-byte chunks per row in flight per thread
+    warps: int = 4
+
+    def options(self) -> tuple[str, ...]:
+        return (f"-DGEMV_MB={self.mb}", f"-DGEMV_RW={self.rw}", f"-DGEMV_U={self.u}", "-DGEMV_XREG=0",
+                f"-DGROUPED_DEPS={_deps_hash('grouped_gemv.cu')}")
+
+
+@dataclass(frozen=True)
+class TcConfig:
+    nt: int  # n-tiles of 8 rows of an expert per pass
+    warps: int = 8  # splitting K (chunks of 64 for bf16, groups of 128 for W4A16)
+    u: int = 1  # chunks / groups each warp loads before the first mma
+    tiles: int = 1  # row tiles of 16 channels per item
+    minb: int = 2
+    w4: bool = False  # grouped_w4_tc.cu (TCG_ options) instead of grouped_tc.cu (TCF_)
+
+    def options(self) -> tuple[str, ...]:
+        if self.w4:
+            return (f"-DTCG_NT={self.nt}", f"-DTCG_WARPS={self.warps}", f"-DTCG_U={self.u}",
+                    f"-DTCG_TILES={self.tiles}", f"-DTCG_MINB={self.minb}", f"-DW4_GROUP={G}",
+                    f"-DGROUPED_DEPS={_deps_hash('grouped_w4_tc.cu')}")
+        return ("-DF16_BF16=1", f"-DTCF_NT={self.nt}", f"-DTCF_WARPS={self.warps}", f"-DTCF_U={self.u}",
+                f"-DTCF_TILES={self.tiles}", f"-DTCF_MINB={self.minb}", f"-DGROUPED_DEPS={_deps_hash('grouped_tc.cu')}")
+
+
+def _deps_hash(source: str) -> str:
+    h = hashlib.sha256()
+    for name in INCLUDED[source]:
+        h.update(build.source_path(name).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def mean_rows(batch: int, experts: int, top_k: int) -> float:
+    """Rows per touched expert under uniform routing: a host-side figure of (B, E, k) alone, so the launch (and a
+    CUDA graph of it) does not depend on the routing; busier experts take more passes."""
+    touched = experts * (1.0 - (1.0 - top_k / experts) ** batch)
+    return batch * top_k / touched
+
+
+@lru_cache(maxsize=4096)
+def busiest_rows(batch: int, experts: int, top_k: int) -> float:
+    """Expected rows of the busiest expert under uniform routing (models.moe): a figure of (B, E, k) alone."""
+    return float(expert_load([batch], experts, top_k).busiest[0])
+
+
+TC_NT_MAX = 12  # up to 96 rows of an expert per pass
+
+
+def choose_tc_config(batch: int, N: int, K: int, experts: int, top_k: int, w4: bool = False, l2_bytes: int = 50 << 20,
+                     **override: Any) -> TcConfig:
+    """Tensor-core kernels: one pass covers the mean rows per touched expert; where an expert's weights exceed twice
+    the L2 (a second pass reads them from DRAM again), the expected busiest expert's rows. Warps split K by 64-wide
+    chunks (bf16) or 128-wide groups (W4A16). H200 (bench/bench_moe.py, 2026-12-04): sized to the busiest, Mixtral's
+    235 MB experts at B = 128 took 704 against 964 us; Qwen3's 6 MB experts at B = 256 329 against 268 us, DeepSeek-V3's
+    59 MB 4091 against 3576 us."""
+    big = expert_bytes("w4a16" if w4 else "bf16", N, K) > 2 * l2_bytes
+    rows = busiest_rows(batch, experts, top_k) if big else mean_rows(batch, experts, top_k)
+    nt = max(1, min(TC_NT_MAX, math.ceil(rows / 8 - 1e-6)))  # 32.0000001 rows (all experts touched) is 4 n-tiles
+    if w4:
+        groups = K // G
+        warps = 8 if groups >= 16 else 4 if groups >= 4 else 2
+        cfg = TcConfig(nt=nt, warps=warps, u=2 if groups >= 2 * warps and nt <= 2 else 1,
+                       minb=1 if nt > 4 else 2, w4=True)
+    else:
+        chunks = K // 64
+        warps = 16 if chunks >= 64 and nt <= 2 else 8 if chunks >= 16 else 4
+        cfg = TcConfig(nt=nt, warps=warps, minb=1 if nt > 4 else 2)
+    return TcConfig(**{**cfg.__dict__, **override})
+
+
+def choose_config(scheme: str, batch: int, K: int, experts: int, top_k: int, **override: Any) -> Config:
+    """CUDA-core kernels: rows per pass from `mean_rows`, warps and rows per tile from the row length."""
+    mean = mean_rows(batch, experts, top_k)
+    mb = next((b for b in MB_BINS if mean <= b + 1e-6), MB_BINS[-1])
+    u = 1 if scheme == "w4a16" else 2
+    chunks = K // (32 if scheme == "w4a16" else 8)  # 16-byte chunks per weight row
+    warps = max(1, min(4, -(-chunks // (32 * u))))  # no idle lanes on short rows (K = 768: 3 warps of bf16, 1 of W4)
+    rw = 8 if warps < 4 or (scheme == "w4a16" and mb in (4, 8)) else 4
+    cfg = Config(mb=mb, rw=rw, u=u, warps=warps)
+    return Config(**{**cfg.__dict__, **override})
+
+
+def check(kernel: str, batch: int, N: int, K: int, experts: int, top_k: int) -> None:
+    """InputError for a problem these kernels refuse, before anything is allocated."""
+    if kernel not in KERNELS:
+        raise InputError(f"unknown grouped kernel {kernel!r}; valid: {', '.join(KERNELS)}")
+    scheme, _, tc = KERNELS[kernel]
+    if tc and (N % 16 or K % 64):
+        raise InputError(f"{kernel} needs N divisible by 16 and K by 64, got N={N}, K={K}")
+    if min(batch, N, K, experts, top_k) < 1 or top_k > experts:
+        raise InputError(f"grouped GEMV needs B, N, K >= 1 and 1 <= top-k <= E, got B={batch}, N={N}, K={K}, "
+                         f"E={experts}, top-k={top_k}")
+    mult = 32 if scheme == "w4a16" else 8
+    if K % mult or (scheme == "w4a16" and K % G):
+        raise InputError(f"grouped {scheme} needs K divisible by {G if scheme == 'w4a16' else mult}, got K={K}")
+    if experts > MAX_EXPERTS:
+        raise InputError(f"grouped kernels take at most {MAX_EXPERTS} experts, got E={experts}")
+    if experts * N * K >= 2**31 * 8:
+        raise InputError(f"grouped {scheme}: E*N*K={experts * N * K} is too large for the kernel's indexing")
+
+
+def expert_bytes(scheme: str, N: int, K: int) -> int:
+    """Bytes of one expert's weights as the kernel stores them (W4A16: codes and one scale+zero word per group)."""
+    return N * K * 2 if scheme == "bf16" else N * K // 2 + N * (K // G) * 4
+
+
+# ---------------------------------------------------------------- device data
+
+
+def random_weights(scheme: str, experts: int, N: int, K: int, seed: int) -> tuple[Any, ...]:
+    """Weights of every expert, stacked [E * N, ...], as random valid bit patterns (see the module doc), drawn a few
+    experts at a time (int32 draws: the only integer type CuPy's randint takes)."""
+    import cupy as cp
+
+    rs = cp.random.RandomState(seed)
+    rows = experts * N
+    if scheme == "bf16":
+        out = cp.empty((rows, K), dtype=cp.uint16)
+    else:
+        out = cp.empty((rows, K // 8), dtype=cp.uint32)
+        sz = cp.empty((rows, K // G), dtype=cp.uint32)
+    step = max(1, (1 << 26) // max(K, 1))  # rows per draw: 64 M values
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        if scheme == "bf16":
+            v = rs.randint(0, 1 << 30, size=(r1 - r0, K), dtype=cp.int32).view(cp.uint32)
+            exp = (cp.uint32(0x76) + (v >> 16) % cp.uint32(3)) << 7  # 2^-9 .. 2^-7 times 1.m
+            out[r0:r1] = ((v & cp.uint32(0x807F)) | exp).astype(cp.uint16)
+        else:
+            hi = rs.randint(0, 1 << 16, size=(r1 - r0, K // 8), dtype=cp.int32).view(cp.uint32)
+            lo = rs.randint(0, 1 << 16, size=(r1 - r0, K // 8), dtype=cp.int32).view(cp.uint32)
+            out[r0:r1] = (hi << 16) | lo
+            scales = (rs.uniform(0.5, 1.5, size=(r1 - r0, K // G)) * 0.02).astype(cp.float16)
+            zeros = rs.randint(0, 16, size=(r1 - r0, K // G), dtype=cp.int32)
+            sz[r0:r1] = pack_w4.pack_scale_zero(scales, zeros, cp)
+    return (out,) if scheme == "bf16" else (out, sz)
+
+
+def dequantized(kernel: str, weights: tuple[Any, ...], expert: int, N: int, K: int) -> Any:
+    """One expert's weights as float64 [N, K] on the device (the reference's operand)."""
+    import cupy as cp
+
+    sl = slice(expert * N, (expert + 1) * N)
+    if kernel == "grouped_bf16_tc":  # the stacked rows hold each expert's pack_f16_tc layout: unpack it
+        packed = weights[0][sl].reshape(N // 16, K // 64, 2, 2, 8, 4, 8)  # (T, c, h, e, g, t, elem)
+        bits = cp.ascontiguousarray(packed.transpose(0, 3, 4, 1, 2, 5, 6)).reshape(N, K)
+        return quant.from_bf16_bits(bits, cp).astype(cp.float64)
+    if kernel == "grouped_bf16":
+        return quant.from_bf16_bits(weights[0][sl], cp).astype(cp.float64)
+    if kernel == "grouped_w4a16_tc":  # pack_w4a16_tc layouts: codes [N/16, K/64, 32, 4], scale+zero [N/16, K/G, 16]
+        codes = pack_w4.unpack_w4_tc(weights[0][sl].reshape(N // 16, K // 64, 32, 4), N, cp).astype(cp.float64)
+        sz = cp.ascontiguousarray(weights[1][sl].reshape(N // 16, K // G, 16).transpose(0, 2, 1)).reshape(N, K // G)
+    else:
+        codes = pack_w4.unpack_w4_fast(weights[0][sl], cp).astype(cp.float64)
+        sz = weights[1][sl]
+    scale = cp.ascontiguousarray((sz & 0xFFFF).astype(cp.uint16)).view(cp.float16).astype(cp.float64)
+    zero = cp.ascontiguousarray((sz >> 16).astype(cp.uint16)).view(cp.float16).astype(cp.float64) - 1024.0
+    g = codes.reshape(N, K // G, G)
+    return ((g - zero[..., None]) * scale[..., None]).reshape(N, K)
+
+
+@dataclass
+class Routed:
+    """One routing of a batch: [B, k] choices, the routed rows and offsets (host and device)."""
+
+    choices: np.ndarray
+    rows: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def touched(self) -> int:
+        return int(np.count_nonzero(self.counts))
+
+
+def routed(batch: int, experts: int, top_k: int, routing: Routing | str | None, seed: int,
+           relabel: int | None = None) -> Routed:
+    """The routing drawn with `seed`; `relabel` (a seed) maps the experts through a random permutation."""
+    c = draw(batch, experts, top_k, routing, seed)
+    if relabel is not None:
+        c = np.random.default_rng(relabel).permutation(experts)[c]
+    rows, offsets = route(c, experts)
+    return Routed(c, rows, offsets)
+
+
+class GroupedRunner:
+    """Runner protocol (M = batch) of one grouped kernel (KERNELS) on one MoE layer (E, top_k, routing, seed)."""
+
+    def __init__(self, kernel: str, experts: int, top_k: int, routing: Routing | str | None = None,
+                 routing_seed: int = 0, gather: bool = True, **config: Any) -> None:
+        if kernel not in KERNELS:
+            raise InputError(f"unknown grouped kernel {kernel!r}; valid: {', '.join(KERNELS)}")
+        self.name, self.experts, self.top_k = kernel, experts, top_k
+        self.scheme, self.source, self.tc = KERNELS[kernel]
+        self.routing = parse_routing(routing)
+        self.routing_seed, self.gather, self.config = routing_seed, gather, config
+        self._weights: dict[tuple[int, int], tuple[Any, ...]] = {}
+
+    def check(self, M: int, N: int, K: int) -> None:
+        check(self.name, M, N, K, self.experts, self.top_k)
+        self.routing.check(self.experts, self.top_k)
+
+    def weights(self, N: int, K: int) -> tuple[Any, ...]:
+        if (N, K) not in self._weights:
+            self._weights[(N, K)] = random_weights(self.scheme, self.experts, N, K, seed=N * 7 + K)
+        return self._weights[(N, K)]
+
+    def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
+        import cupy as cp
+
+        self.check(M, N, K)
+        r = routed(M, self.experts, self.top_k, self.routing, self.routing_seed,
+                   None if seed == self.routing_seed else seed)
+        R = M * self.top_k
+        xdt = cp.uint16 if self.scheme == "bf16" else cp.float16
+        rng = cp.random.RandomState(seed + 12345)
+        xf = rng.standard_normal((M if self.gather else R, K), dtype=cp.float32)
+        x = quant.to_bf16_bits(xf, cp) if self.scheme == "bf16" else xf.astype(cp.float16)
+        y = cp.empty((R, N), dtype=xdt)
+        rows, offsets = cp.asarray(r.rows), cp.asarray(r.offsets)
+        w = self.weights(N, K)
+        cfg = self.launch_config(M, N, K)
+        func = build.function(self.source, ENTRY[(self.name, self.gather)], cfg.options())
+        threads = cfg.warps * 32
+        tiles = -(-N // 16) if self.tc else -(-N // cfg.rw)
+        items = min(self.experts, M * self.top_k) * tiles  # the most (touched expert, tile) items
+        smem = int(getattr(func, "shared_size_bytes", 0) or 0)
+        per_sm = min(resident_blocks(func, threads), max(1, (227 * 1024) // (smem + 1024)))
+        grid = min(items, per_sm * device_sms())
+        if self.scheme == "bf16":  # both bf16 kernels take the same arguments
+            args = (w[0], x, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K),
+                    np.int32(int(self.gather)))
+        else:
+            last = np.int32(int(self.gather)) if self.tc else np.int32(int(math.log2(G // 32)))  # gather / gshift
+            args = (w[0], w[1], x, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K), last)
+
+        def launch() -> None:
+            func((grid,), (threads,), args)
+
+        touched = r.touched * expert_bytes(self.scheme, N, K)
+        moved = x.nbytes + y.nbytes + rows.nbytes + offsets.nbytes
+        ref = self.reference(w, x, r, N, K) if reference else None
+        arrays = {"w": w, "x": x, "rows": rows, "offsets": offsets, "launch": launch, "routed": r, "config": cfg,
+                  "grid": grid}
+        return Problem(M=M, N=N, K=K, arrays=arrays, out=y, nbytes=touched + moved, ref=ref, bytes=touched + moved)
+
+    def launch_config(self, M: int, N: int, K: int) -> Config | TcConfig:
+        if self.tc:
+            import cupy as cp
+
+            l2 = int(cp.cuda.Device().attributes["L2CacheSize"])
+            return choose_tc_config(M, N, K, self.experts, self.top_k, w4=self.scheme == "w4a16", l2_bytes=l2,
+                                    **self.config)
+        return choose_config(self.scheme, M, K, self.experts, self.top_k, **self.config)
+
+    def reference(self, w: tuple[Any, ...], x: Any, r: Routed, N: int, K: int) -> Any:
+        """float64 y [R, N] from the weights the kernel reads (dequantized) and the bf16/fp16 activations."""
+        import cupy as cp
+
+        xf = quant.from_bf16_bits(x, cp).astype(cp.float64) if self.scheme == "bf16" else x.astype(cp.float64)
+        rows = cp.asarray(r.rows) if self.gather else cp.arange(len(r.rows))
+        y = cp.zeros((len(r.rows), N), dtype=cp.float64)
+        for e in np.flatnonzero(r.counts):
+            lo, hi = int(r.offsets[e]), int(r.offsets[e + 1])
+            y[lo:hi] = xf[rows[lo:hi]] @ dequantized(self.name, w, int(e), N, K).T
+        return y
+
+    def launch(self, problem: Problem) -> None:
+        problem.arrays["launch"]()
+
+    def output(self, problem: Problem) -> Any:
+        import cupy as cp
+
+        y = problem.out
+        return cp.asnumpy(quant.from_bf16_bits(y, cp).astype(cp.float64) if self.scheme == "bf16"
+                          else y.astype(cp.float64))

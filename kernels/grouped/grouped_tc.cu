@@ -1,0 +1,64 @@
+// arch: sm_80, sm_90
+// Grouped bf16 GEMV-class kernel on the tensor cores for MoE decode (issue 33): every expert of a layer in one launch,
+// each touched expert's weights read once per pass of up to 8 * NT of its rows. The routed token list, the output
+// order and the touched-expert walk are grouped_gemv.cu's; the tile is gemv_f16_tc.cu's (weights as the mma's A
+// operand straight from global memory into registers, the expert's rows as its N, warps splitting K, sums through
+// shared memory), with each lane's x rows gathered through the routed rows.
+// Weights: each expert's N x K packed by kernels/tcgemv/tc_gemv_f16.py pack_f16_tc (N % 16 == 0, so no tile straddles two
+// experts), the experts stacked: expert e's tiles start at 16-byte index e * (N / 16) * (K / 64) * 128.
+#include "gemv_f16_tc.cu"
+#include "grouped_common.cuh"
+
+// acc += x[rows of this pass, chunk c] . W[tiles, chunk c]^T; xr[j] is the x row of batch row g + 8 j (-1: none).
+__device__ __forceinline__ void gathered_chunk(const Ctx& p, Sums& acc, const Chunk& w, int c, const int (&xr)[NT]) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    uint4 xs[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+    if (xr[j] >= 0) {
+      const uint4* src = reinterpret_cast<const uint4*>(p.x + (size_t)xr[j] * p.K + (size_t)c * 64 + 8 * p.t);
+      xs[0] = __ldg(src);
+      xs[1] = __ldg(src + 4);
+    }
+#pragma unroll
+    for (int r = 0; r < TILES; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint4 lo = w[r][2 * h], hi = w[r][2 * h + 1];
+        mma16(acc[r][j], lo.x, hi.x, lo.y, hi.y, xs[h].x, xs[h].y);
+        mma16(acc[r][j], lo.z, hi.z, lo.w, hi.w, xs[h].z, xs[h].w);
+      }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, TCF_MINB)
+    grouped_f16_tc(const uint4* __restrict__ W, const unsigned short* __restrict__ x, unsigned short* __restrict__ y,
+                   const int* __restrict__ rows, const int* __restrict__ offsets, int E, int N, int K, int gather) {
+  __shared__ short list[GROUPED_MAX_E];
+  const int touched = touched_experts(offsets, E, list);
+  const int lane = threadIdx.x & 31, chunks = K >> 6, ntiles = N >> 4;
+  const int groups = (ntiles + TILES - 1) / TILES;
+  const long items = (long)touched * groups;
+  for (long item = blockIdx.x; item < items; item += gridDim.x) {
+    const int e = list[item / groups], tile0 = (int)(item % groups) * TILES;
+    const int start = __ldg(offsets + e), count = __ldg(offsets + e + 1) - start;
+    const Ctx p{W + (size_t)e * ntiles * chunks * 128, x, y, 0, N, K, chunks, ntiles, (int)threadIdx.x >> 5, lane,
+                lane >> 2, lane & 3};
+    for (int m0 = 0; m0 < count; m0 += 8 * NT) {
+      const int M = min(8 * NT, count - m0);
+      int xr[NT];
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int m = p.g + 8 * j;
+        xr[j] = m < M ? (gather ? __ldg(rows + start + m0 + m) : start + m0 + m) : -1;
+      }
+      Sums acc;
+      zero_sums(acc);
+      split_k<WARPS, U, Chunk>(chunks, p.warp, [&](Chunk& w, int c) { load_chunk(p, w, tile0, c); },
+                               [&](const Chunk& w, int c) { gathered_chunk(p, acc, w, c, xr); });
+      reduce_tiles<WARPS, NT, TILES>(acc, p.warp, p.g, p.t, tile0, M, N, [&](int m, int n, float v) {
+        y[(size_t)(start + m0 + m) * N + n] = to_out(v);
+      });
+      __syncthreads();  // the next pass writes the reduction buffer again
+    }
+  }
+}
