@@ -15,6 +15,7 @@ calibrations, fitted parameters from data/model/kernel-params.json, joined to me
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -69,8 +70,9 @@ def with_library_params(table: ParamTable, factors: TransferFactors | None) -> P
     return ParamTable({**factors.kernels, **table.kernels}, table.provenance)
 
 
+@functools.cache
 def shipped_factors() -> TransferFactors | None:
-    """The transfer factors shipped in data/model/transfer-factors.json (None if absent)."""
+    """The transfer factors shipped in data/model/transfer-factors.json (None if absent), read once per process."""
     return load_factors(data_dir() / FACTORS_FILE)
 
 
@@ -91,6 +93,7 @@ def gpu_lookup(calibrations: Mapping[str, Calibration] | None, factors: Any = _S
     factors = shipped_factors() if factors is _SHIPPED else factors
     cals = dict(calibrations or {})
 
+    @functools.cache
     def reference() -> GpuTerms | None:
         # the reference's calibration ships with the catalogue (an installed wheel has no dataset of its own)
         ref_cal = cals.get(factors.reference_gpu) or load_calibrations(catalogue_dir()).get(factors.reference_gpu)
