@@ -59,10 +59,15 @@ def grouped_tier(points: pd.DataFrame, calibrations: Mapping[str, Calibration] |
     """`points` with FIGURES and kernel_params_source (params: per-kernel parameters overriding the table)."""
     out = points.copy().reset_index(drop=True)
     got: dict[str, list[Any]] = {c: [] for c in (*FIGURES, "kernel_params_source")}
+    gpus: dict[str, tuple[Any, float]] = {}
+    looked: dict[str, tuple[KernelParams, str]] = {}
     for _, r in out.iterrows():
-        gpu, l2 = _gpu(str(r["gpu"]), calibrations)
-        p, how = (params[r["kernel"]], "fitted (given)") if params and r["kernel"] in params else \
-            _params(str(r["kernel"]), table)
+        gpu, l2 = gpus.setdefault(str(r["gpu"]), _gpu(str(r["gpu"]), calibrations))
+        kernel = str(r["kernel"])
+        if kernel not in looked:
+            looked[kernel] = (params[kernel], "fitted (given)") if params and kernel in params else \
+                _params(kernel, table)
+        p, how = looked[kernel]
         for k, v in predict_layer(_layer(r), gpu, l2, p).items():
             got[k].append(v)
         got["kernel_params_source"].append(how)
@@ -104,9 +109,14 @@ def measured_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 def fit(rows: pd.DataFrame, calibrations: Mapping[str, Calibration] | None = None) -> dict[str, tuple[KernelParams,
                                                                                                       float]]:
-    """Per grouped kernel in `rows` (grouped_tier's columns plus time_s): (fitted params, RMS log error)."""
+    """Per grouped kernel in `rows` (grouped_tier's columns plus time_s) with enough points: (fitted params, RMS
+    log error)."""
+    from models.kernel_fit import FIT_MIN_POINTS
+
     out = {}
     for kernel, sub in rows.groupby(rows["kernel"].astype(str), sort=True):
+        if len(sub) < FIT_MIN_POINTS:
+            continue
         terms = []
         for _, r in sub.iterrows():
             gpu, l2 = _gpu(str(r["gpu"]), calibrations)

@@ -42,6 +42,32 @@ def print_load(model: Any, routing: Any, batches: list[int]) -> None:
     Console().print(table)
 
 
+def print_grouped(model_key: str, gpus: list[str], schemes: list[str], batches: list[int], calibrations: Any,
+                  table: Any) -> None:
+    """`predict --tier kernel --model M` on an MoE model: each expert layer as one grouped launch (kernel tier of
+    the grouped kernels, expected uniform routing) per GPU, scheme and batch; nothing for a dense model."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from models.workloads import get_model
+    from workbench.analysis import moe_tier
+
+    model = get_model(model_key)
+    frames = [moe_tier.layers(model, g, schemes, batches, None, calibrations, table) for g in gpus]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return
+    t = Table(title=f"{model_key}: expert layers as one grouped launch (kernel tier, uniform routing)")
+    for h in ("gpu", "layer", "scheme", "kernel", "batch", "touched", "rows/pass", "µs", "GB/s", "parameters"):
+        t.add_column(h, justify="left" if h in ("gpu", "layer", "scheme", "kernel", "parameters") else "right")
+    for f in frames:
+        for r in f.itertuples(index=False):
+            t.add_row(str(r.gpu), str(r.layer), str(r.scheme), str(r.kernel), str(r.batch), f"{r.touched:.1f}",
+                      f"{r.pass_rows:.0f}", f"{r.time_kernel_s * 1e6:.1f}", f"{r.bytes / r.time_kernel_s / 1e9:.0f}",
+                      str(r.kernel_params_source))
+    Console(width=200).print(t)
+
+
 def profile_moe(moe: str | None, routing: str | None, routing_seed: str | None, *, scheme: list[str] | None,
                 kernel: list[str] | None, batch: list[str] | None, out: Path | None, hot: bool, budget: float,
                 graph: bool, fresh: bool, progress: bool, data_root: str | None, calibration_dir: Path | None,
