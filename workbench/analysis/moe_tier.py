@@ -94,14 +94,15 @@ def layers(model: Any, gpu: str, schemes: list[str], batches: list[int], routing
 
 def measured_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """The MoE rows of a measurement frame (experts > 1, grouped kernels with facts, L2-cold, unthrottled, checked)
-    as (gpu, model, kernel, batch, N, K, experts, top_k, routing, routing_seed, time_s)."""
+    as (gpu, model, layer, kernel, batch, N, K, experts, top_k, routing, routing_seed, time_s)."""
     from workbench.analysis.kernel_tier import fit_rows
 
     if "experts" not in frame or frame.empty:
-        return pd.DataFrame(columns=["gpu", "model", "kernel", "batch", "N", "K", "experts", "top_k", "routing",
+        return pd.DataFrame(columns=["gpu", "model", "layer", "kernel", "batch", "N", "K", "experts", "top_k", "routing",
                                      "routing_seed", "time_s"])
     df = fit_rows(frame[(frame["experts"] > 1) & frame["kernel"].astype(str).isin(list(GROUPED))])
     return pd.DataFrame({"gpu": df["gpu"], "model": df["layer"].astype(str).str.split("/").str[0],
+                         "layer": df["layer"].astype(str).str.split("/").str[-1],
                          "kernel": df["kernel"].astype(str), "batch": df["M"], "N": df["N"], "K": df["K"],
                          "experts": df["experts"], "top_k": df["top_k"], "routing": df["routing"].astype(str),
                          "routing_seed": df["routing_seed"], "time_s": df["time_median_s"].astype(float)})
