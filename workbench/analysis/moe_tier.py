@@ -98,8 +98,8 @@ def measured_rows(frame: pd.DataFrame) -> pd.DataFrame:
     from workbench.analysis.kernel_tier import fit_rows
 
     if "experts" not in frame or frame.empty:
-        return pd.DataFrame(columns=["gpu", "model", "layer", "kernel", "batch", "N", "K", "experts", "top_k", "routing",
-                                     "routing_seed", "time_s"])
+        return pd.DataFrame(columns=["gpu", "model", "layer", "kernel", "batch", "N", "K", "experts", "top_k",
+                                     "routing", "routing_seed", "time_s"])
     df = fit_rows(frame[(frame["experts"] > 1) & frame["kernel"].astype(str).isin(list(GROUPED))])
     return pd.DataFrame({"gpu": df["gpu"], "model": df["layer"].astype(str).str.split("/").str[0],
                          "layer": df["layer"].astype(str).str.split("/").str[-1],
