@@ -12,6 +12,7 @@ with that seed (models.moe.draw: the problem the kernel ran), and 2·B·k·N·K 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,10 +55,23 @@ class MoeSetup:
                 "flops": 2.0 * p.M * self.top_k * p.shape.N * p.shape.K}
 
     def runner(self, kernel: str) -> Any:
-        from kernels.grouped.grouped import GroupedRunner
+        return _runner_class()(kernel, self.experts, self.top_k, self.routing, routing_seed=self.routing_seed,
+                               gather=self.gather)
 
-        return GroupedRunner(kernel, self.experts, self.top_k, self.routing, routing_seed=self.routing_seed,
-                             gather=self.gather)
+
+@functools.cache
+def _runner_class() -> type:
+    """GroupedRunner with the compile_jobs the sweep's parallel precompile asks runners for (profiler.compile_all):
+    every launch configuration the planned batches need compiles before the first point, in parallel."""
+    from kernels.grouped.grouped import ENTRY, GroupedRunner
+    from kernels.toolchain import build
+
+    class Runner(GroupedRunner):
+        def compile_jobs(self, M: int, N: int, K: int) -> list[build.Job]:
+            cfg = self.launch_config(M, N, K)
+            return [(self.source, ENTRY[(self.name, self.gather)], build.device_arch(), cfg.options())]
+
+    return Runner
 
 
 def spec(kernel: str) -> KernelSpec:
