@@ -150,3 +150,16 @@ def test_bad_input_is_one_line_exit_2_nothing_written(capsys, tmp_path, monkeypa
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_valid_moe_sweep_without_a_gpu_says_so_and_writes_nothing(capsys, tmp_path, monkeypatch):
+    from tests.test_profiler_cpu import _has_gpu
+
+    if _has_gpu():
+        pytest.skip("this machine has a GPU")
+    monkeypatch.chdir(tmp_path)
+    code = main(["profile", "--moe", "mixtral-8x7b,olmoe-1b-7b", "--routing", "zipf:0.5", "--routing-seed", "3",
+                 "-s", "bf16", "-M", "1,64", "--out", str(tmp_path / "m" / "moe.parquet")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
