@@ -75,3 +75,21 @@ def test_leave_one_model_out_fits_without_the_held_out_model():
     assert mix.median() == pytest.approx(-0.5, abs=0.05)  # fitted on the others: Mixtral's doubling is not seen
     with pytest.raises(InputError, match="two or more models"):
         moe_tier.leave_one_model_out(off[off["model"] == "qwen3-30b-a3b"], load_calibrations())
+
+
+def test_model_fit_reads_the_datasets_moe_rows():
+    """measured_rows picks the MoE rows of a measurement frame (not the dense ones, not the L2-hot ones) and the
+    fit on them recovers the times it was given."""
+    from tests.compare_fixtures import frame, point
+
+    truth = _synthetic({"qwen3-30b-a3b": 1.0, "olmoe-1b-7b": 1.0, "mixtral-8x7b": 1.0})
+    rows = [point("grouped_bf16_tc", "bf16", int(r.batch), float(r.time_s), N=int(r.N), K=int(r.K),
+                  layer=f"{r.model}/{'expert_down' if r.N < r.K else 'expert_gate_up'}", experts=int(r.experts),
+                  top_k=int(r.top_k), routing="uniform", routing_seed=0) for r in truth.itertuples()]
+    rows += [point("bf16_gemv", "bf16", 1, 1e-5), {**rows[0], "mode": "hot"}]
+    got = moe_tier.measured_rows(frame(rows))
+    assert len(got) == len(truth) and set(got["kernel"]) == {"grouped_bf16_tc"}
+    assert set(got["layer"]) == {"expert_gate_up", "expert_down"}
+    fitted = moe_tier.fit(got, load_calibrations())
+    pred = moe_tier.grouped_tier(got, load_calibrations(), params={k: p for k, (p, _) in fitted.items()})
+    assert (pred["time_kernel_s"] / pred["time_s"] - 1).abs().max() < 0.03
