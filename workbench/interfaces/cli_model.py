@@ -176,6 +176,9 @@ def register(app: typer.Typer) -> None:
                 "gpus": sorted(set(rows["gpu"])), "git_commits": sorted(set(rows["git_commit"].astype(str))),
                 "files": files, "rows": "L2-cold, unthrottled, float64 check passed"}
         table = fit_table(rows, kernel_facts(), gpu_lookup(cals), prov)
+        from workbench.analysis import moe_tier  # the grouped MoE kernels, from the rows of `profile --moe`
+
+        table = moe_tier.params_table(moe_tier.fit(moe_tier.measured_rows(measured), cals), table)
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(target, table.to_json().encode())
         frame = param_frame(table)
