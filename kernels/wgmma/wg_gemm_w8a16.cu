@@ -99,9 +99,11 @@ __device__ __forceinline__ void gemm_w8a16(const unsigned char* __restrict__ map
                                            const Params& p, int K) {
   constexpr int NT = WG * 128, NB = WG * MB, BW = 64 * NB, X_BYTES = BM * KT * 2, W_BYTES = KT * 64;
   constexpr int STAGE = (X_BYTES + NB * W_BYTES + 1023) / 1024 * 1024;
-  constexpr int WPG = 3 - MB;  // 16-byte words (two k-steps each) per block and wgmma group: 4 wgmmas per group
+  // 16-byte words (two k-steps each) per block and wgmma group: 4 wgmmas per group where a k-tile still holds two
+  // groups (the register sets alternate within a k-tile, and the previous stage is released at its second group)
+  constexpr int WPG = MB == 1 && KT == 128 ? 2 : 1;
   constexpr int GROUPS = KT / 32 / WPG;  // wgmma groups per k-tile
-  static_assert(WG <= 2 && BM % 16 == 0 && BM * MB <= 256 && STAGES >= 2 && (KT == 64 || KT == 128), "BM*MB <= 256, KT 64/128");
+  static_assert(GROUPS >= 2 && WG <= 2 && BM % 16 == 0 && BM * MB <= 256 && STAGES >= 2 && (KT == 64 || KT == 128), "BM*MB <= 256, KT 64/128");
   using Mma = MmaRA<BM, typename Op::T>;
 
   extern __shared__ __align__(128) unsigned char smem[];
@@ -150,6 +152,8 @@ __device__ __forceinline__ void gemm_w8a16(const unsigned char* __restrict__ map
     for (int b = 0; b < MB; ++b)
 #pragma unroll
       for (int i = 0; i < BM / 2; ++i) acc[b][i] = 0.0f;
+#pragma unroll
+    for (int b = 0; b < MB; ++b) fence_acc(acc[b]);  // the zeros defined here, not inside the first wgmma group
     for (int i = 0; i < nk; ++i, ++iter) {
       const int s = iter % STAGES;
       const unsigned st = sbase + s * STAGE;
@@ -169,20 +173,24 @@ __device__ __forceinline__ void gemm_w8a16(const unsigned char* __restrict__ map
             const int u = gi * WPG + q;  // word u of the k-tile: chunk u / 2, word u % 2
             to_fragments<typename Op::T>(codes[b * (W_BYTES / 16) + (u >> 1) * 256 + (u & 1) * 32], f[gi & 1][b * WPG + q]);
           }
+        unsigned long long dx[2 * WPG];  // the x descriptors, all defined before the group's first wgmma
+#pragma unroll
+        for (int h = 0; h < 2 * WPG; ++h) {
+          const int ks = 2 * WPG * gi + h;  // x bytes 32 ks: atom ks / 4, offset 32 (ks % 4)
+          dx[h] = descriptor(st + (ks >> 2) * BM * 128 + (ks & 3) * 32);
+          asm volatile("" : "+l"(dx[h])::"memory");
+        }
         fence_frag<MB * WPG>(f[gi & 1]);
 #pragma unroll
         for (int b = 0; b < MB; ++b) fence_acc(acc[b]);
         wgmma_fence();
 #pragma unroll
-        for (int h = 0; h < 2 * WPG; ++h) {
-          const int ks = 2 * WPG * gi + h;  // x bytes 32 ks: atom ks / 4, offset 32 (ks % 4)
-          const unsigned long long dx = descriptor(st + (ks >> 2) * BM * 128 + (ks & 3) * 32);
+        for (int h = 0; h < 2 * WPG; ++h)
 #pragma unroll
           for (int b = 0; b < MB; ++b) {
             const unsigned(&a)[4] = f[gi & 1][b * WPG + (h >> 1)][h & 1];
-            Mma::run(acc[b], a[0], a[1], a[2], a[3], dx);
+            Mma::run(acc[b], a[0], a[1], a[2], a[3], dx[h]);
           }
-        }
         wgmma_commit();
       }
     }

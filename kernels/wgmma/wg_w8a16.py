@@ -51,11 +51,11 @@ KINDS: dict[str, Kind] = {
 
 # Batch tile -> tile. Shared memory per stage: BM * KT + 128 * KT / 2 bytes (x tile and 128 channels of codes).
 # Two math warpgroups come with a producer warpgroup whose registers go to them (setmaxnreg), one with a producer warp.
-# ptxas serializes the wgmmas of some instances (warning C7513: 128 rows with 4 stages of 256 bytes, 2 x mb 1 or
-# 1 x mb 2), which the table avoids.
+# ptxas (CUDA 13.0) serializes the wgmmas of some instances (warning C7513: e.g. 2 x mb 1 with 4, 5, 7 or 8 stages
+# at BM = 128 and 256, 4 at BM = 64), which the table avoids.
 W8_TILES: dict[int, WgTile] = {
     16: WgTile(1, 8, 256, True, 2), 32: WgTile(1, 8, 256, True, 2), 64: WgTile(2, 6, 256, True, 1),
-    128: WgTile(2, 6, 128, True, 1), 256: WgTile(2, 4, 128, True, 1),
+    128: WgTile(2, 6, 128, True, 1), 256: WgTile(2, 3, 128, True, 1),
 }
 
 
