@@ -53,8 +53,13 @@ KINDS: dict[str, Kind] = {
 # Two math warpgroups come with a producer warpgroup whose registers go to them (setmaxnreg), one with a producer warp.
 # ptxas (CUDA 13.0) serializes the wgmmas of some instances (warning C7513: e.g. 2 x mb 1 with 4, 5, 7 or 8 stages
 # at BM = 128 and 256, 4 at BM = 64), which the table avoids.
+# H100 (no H200 was lent; bench/bench_tensorcore.py --kernels wg_w8a16 --wg-tiles=..., 22016x4096 / 4096x11008, cuBLAS
+# bf16 in the same process): M = 16 1 x 6 stages 38.8 / 23.0 us against 40.9 / 23.6 with 8, 43.6 / 25.1 for 2 x mb 1
+# x 4 x 128 B; M = 32 40.6 / 24.0 against 43.2 / 25.0; M = 64 2 x 6 x 256 B 42.0 / 25.3 (1 x mb 2: 44.3 / 26.9);
+# M = 128 2 x 6 x 128 B 48.8 / 28.6 (the serialized 2 x 4 x 128 B: 60.4 / 34.2); M = 256 2 x 3 x 128 B 81.8 / 46.2
+# (two 128-row m-tiles: 85.8 / 43.4, the serialized 4 stages 88.8 / 46.8, 2 x 256 B 94.2 / 49.9).
 W8_TILES: dict[int, WgTile] = {
-    16: WgTile(1, 8, 256, True, 2), 32: WgTile(1, 8, 256, True, 2), 64: WgTile(2, 6, 256, True, 1),
+    16: WgTile(1, 6, 256, True, 2), 32: WgTile(1, 6, 256, True, 2), 64: WgTile(2, 6, 256, True, 1),
     128: WgTile(2, 6, 128, True, 1), 256: WgTile(2, 3, 128, True, 1),
 }
 
@@ -138,6 +143,7 @@ class WgW8Runner(WgmmaRunner):
         problem = Problem(M, N, K, arrays, out, nbytes, inputs.ref, inputs.quant_error_rel,
                           nbytes + problems.bytes_read(out))
         problem.tc_launch = ((ctas, cfg.m_tiles), (cfg.threads,), cfg.smem_bytes)
+        problem.tc_config = cfg
         problem.tc_config = cfg = self._clustered(problem)
         arrays["maps"] = cp.asarray(np.frombuffer(tma_map(xs[0].data.ptr, M, K * 2, cfg.bm), dtype=np.uint8))
         return problem
