@@ -97,6 +97,9 @@ class Pool:
     def __exit__(self, *exc: object) -> None:
         return None
 
+    def ready(self, name: str) -> bool:
+        return True  # (a pool not ready for the first kernel makes the sweep warm CuPy and torch up: GPU tests)
+
     def wait_ready(self, names: list[str]) -> str:
         self.waited.append(list(names))
         return next(n for n in self.order if n in names)

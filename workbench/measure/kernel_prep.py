@@ -70,6 +70,27 @@ def start_compiles(points: Points, runners: dict[str, Any]) -> Any:
     return build.CompilePool(jobs, workers=max(1, (os.cpu_count() or 3) - 2))
 
 
+def warm_up(runners: dict[str, Any]) -> list[str]:
+    """What the first points would initialise anyway, done while the first kernel compiles (the measuring process
+    is idle then): CuPy's kernels every check uses (kernels.problems.warm) and each kind of runner's libraries (its
+    optional `warm()`: torch and cuBLAS for the peers). Returns one line per warm-up that failed (its points then
+    initialise, or fail, on their own)."""
+    from kernels import problems
+
+    steps: dict[str, Callable[[], None]] = {"problems": problems.warm}
+    for runner in runners.values():
+        kind = type(runner).__name__
+        if hasattr(runner, "warm") and kind not in steps:
+            steps[kind] = runner.warm
+    notes = []
+    for kind, step in steps.items():
+        try:
+            step()
+        except Exception as exc:
+            notes.append(f"warm-up of {kind} failed: {type(exc).__name__}: {exc}".splitlines()[0])
+    return notes
+
+
 class _NoCompiles:
     """A CompilePool with nothing to compile (fake runners, library kernels only, a warm cache)."""
 
@@ -78,6 +99,9 @@ class _NoCompiles:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+    def ready(self, name: str) -> bool:
+        return True
 
     def wait_ready(self, names: list[str]) -> str:
         return names[0]

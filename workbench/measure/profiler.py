@@ -22,7 +22,7 @@ from kernels import registry
 from kernels.registry import KernelSpec
 from models.errors import InputError, unknown
 from workbench.measure.environment import Environment
-from workbench.measure.kernel_prep import free_inputs, make_runners, start_compiles
+from workbench.measure.kernel_prep import free_inputs, make_runners, start_compiles, warm_up
 from workbench.measure.nvml import ClockSummary, NvmlSampler
 from workbench.measure.timing import PointTiming, TimingConfig, measure
 from workbench.storage import store
@@ -303,8 +303,7 @@ def run_sweep(
     by_kernel: dict[str, list[Point]] = {}
     for p in todo:
         by_kernel.setdefault(p.spec.name, []).append(p)
-    for msg in make_runners(todo, runners, runner_factory, group_size, unavailable, add_phase):
-        result.refused.append(msg)
+    result.refused += make_runners(todo, runners, runner_factory, group_size, unavailable, add_phase)
     bar = _progress(progress, len(todo))
     try:
         with start_compiles(todo, runners) as pool, sampler, bar:
@@ -312,6 +311,11 @@ def run_sweep(
                 log(f"note: {sampler.warning}")
             task = bar.add_task("profile", total=len(todo)) if bar else None
             left = list(by_kernel)
+            if left and not pool.ready(left[0]):  # the first kernel still compiles: initialise what its points need
+                t = time.perf_counter()
+                for msg in warm_up(runners):
+                    log(f"note: {msg}")
+                add_phase("warm-up", time.perf_counter() - t)
             while left:  # kernels in plan order, each as soon as its cubins are in the cache
                 t = time.perf_counter()
                 name = pool.wait_ready(left)
