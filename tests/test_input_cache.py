@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -143,8 +145,9 @@ def test_compile_pool_compiles_each_cubin_once_and_reports_failures(tmp_path, mo
     monkeypatch.setenv("WORKBENCH_CUBIN_CACHE", str(tmp_path))
     common = ("problems.cu", "fill_normal", "sm_90", ())
     groups = {"a": [common], "b": [common, ("wg_gemm_w4a16.cu", "wg_gemm_w4a16<16, 1, 2, 1>", "sm_90a", ())]}
-    with build.CompilePool(groups, workers=2) as pool:
+    with build.CompilePool(groups, workers=2, nice=5) as pool:
         assert pool.compiled == 2  # the shared module once
+        assert pool._executor.submit(os.nice, 0).result() == os.nice(0) + 5  # the workers yield to the measuring
         first = pool.wait_ready(["b", "a"])
         assert first in ("a", "b") and pool.ready(first)
         assert pool.wait_ready(["b"]) == "b" and pool.ready("a")

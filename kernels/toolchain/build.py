@@ -267,7 +267,9 @@ class CompilePool:
     """Compiles groups of jobs (a kernel's, by name) in background processes, each cubin once, group by group in
     the order given: a caller runs the first group that is ready (`wait_ready`) while the rest compile."""
 
-    def __init__(self, groups: Mapping[str, Iterable[Job]], workers: int | None = None) -> None:
+    def __init__(self, groups: Mapping[str, Iterable[Job]], workers: int | None = None, nice: int = 0) -> None:
+        """`nice`: the workers' scheduling niceness (POSIX), so that a process measuring beside them keeps its
+        cores."""
         todo, self._paths = _uncached(groups)
         self.compiled = len(todo)
         self._futures: dict[Path, Future[str]] = {}
@@ -277,7 +279,8 @@ class CompilePool:
             from concurrent.futures import ProcessPoolExecutor
 
             n = max(1, min(len(todo), workers or (os.cpu_count() or 1)))
-            self._executor = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
+            niced = {"initializer": os.nice, "initargs": (nice,)} if nice > 0 and hasattr(os, "nice") else {}
+            self._executor = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"), **niced)
             self._futures = {path: self._executor.submit(_compile_job, job) for path, job in todo.items()}
 
     def __enter__(self) -> CompilePool:

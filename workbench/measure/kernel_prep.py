@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+COMPILE_NICENESS = 10  # the background compiles' niceness: the measuring process keeps its cores
 Points = list[Any]  # workbench.measure.profiler.Point: .spec (KernelSpec), .shape (.N, .K), .M
 
 
@@ -58,8 +59,9 @@ def compile_jobs(points: Points, runners: dict[str, Any]) -> dict[str, list[Any]
 
 def start_compiles(points: Points, runners: dict[str, Any]) -> Any:
     """Compile every kernel `points` need in background processes (kernels.toolchain.build.CompilePool: NVRTC into
-    the cubin cache), kernel by kernel in plan order, two cores left to the measuring process (its own thread and
-    NVML's sampler): the sweep measures a kernel as soon as its cubins are there while the others compile."""
+    the cubin cache), kernel by kernel in plan order, at a lower priority and with two cores left to the measuring
+    process (its own thread and NVML's sampler): the sweep measures a kernel as soon as its cubins are there while
+    the others compile, and its host never waits behind a compile to enqueue the next timed replay."""
     jobs = compile_jobs(points, runners)
     if not jobs:
         return _NoCompiles()
@@ -67,7 +69,7 @@ def start_compiles(points: Points, runners: dict[str, Any]) -> Any:
 
     from kernels.toolchain import build
 
-    return build.CompilePool(jobs, workers=max(1, (os.cpu_count() or 3) - 2))
+    return build.CompilePool(jobs, workers=max(1, (os.cpu_count() or 3) - 2), nice=COMPILE_NICENESS)
 
 
 def warm_up(runners: dict[str, Any]) -> list[str]:
