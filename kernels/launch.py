@@ -69,7 +69,7 @@ class TableRunner(BoundLaunchRunner):
             raise InputError(f"no {self.family} named {spec.name!r}; known: {sorted(self.kinds)}")
         self.spec = spec
         self.config = dict(config or {})
-        self._packed = problems.PackedCache()
+        self._packed = problems.PackedCache(spec.name)
 
     def check(self, M: int, N: int, K: int) -> None:
         type(self).shape_check(self.spec, M, N, K)

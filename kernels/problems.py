@@ -14,11 +14,12 @@ CuPy is imported inside functions only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from kernels.input_cache import CANONICAL, InputCache, InputKey
 from kernels.quant import quant
 from models.errors import InputError
 
@@ -211,12 +212,43 @@ def dequantize_act(x: tuple[Any, ...]) -> Any:
 
 # ---------------------------------------------------------------- the problem
 _TEMPLATE: dict[tuple[Params, int, int, int], Inputs] = {}  # the last problem drawn with a reference
+INPUTS = InputCache()  # canonical weights and kernels' packed copies, by InputKey (kernels.input_cache)
+
+
+def input_key(layout: str, params: Params, N: int, K: int, seed: int, copy: int = 0) -> InputKey:
+    """The cache key of weights drawn from `seed` at N x K in `layout`, on the current device. The canonical layout
+    is keyed by the weight fields only (kernels that read the same weights share them, whatever their activations)."""
+    if layout == CANONICAL:
+        params = replace(params, scheme="", act="f32", act_scales="channel")
+    return InputKey(layout, params, N, K, seed, copy, int(_cp().cuda.Device().id))
+
+
+def canonical_weights(params: Params, N: int, K: int, seed: int) -> Any:
+    """The weights of a problem drawn from `seed` in canonical form (see Inputs.w): drawn and quantized once per
+    (weight fields, N, K, seed), then the same device arrays for every kernel and batch (kernels.input_cache)."""
+    return INPUTS.get(input_key(CANONICAL, params, N, K, seed), lambda: _quantize_weights(params, _float_weights(
+        params, N, K, seed)))
+
+
+def _float_weights(params: Params, N: int, K: int, seed: int) -> Any:
+    return random_normal((N, K), 2 * seed + 1, params.weight_std or K**-0.5)
+
+
+def _quantize_weights(params: Params, w: Any) -> Any:
+    if params.weight == "w4":
+        return quantize_w4(w, params.group_size)
+    if params.weight == "w8":
+        return quantize_w8(w)
+    if params.weight == "e4m3":
+        return quantize_fp8(w, params.weight_scales)
+    return convert(w, params.weight)
 
 
 def make_inputs(params: Params, M: int, N: int, K: int, *, seed: int, reference: bool) -> Inputs:
     """Draw one problem on the device; with `reference`, also the float64 reference and the quantization error.
 
-    Without `reference` (the L2-cold rotation sets), the problem is a device copy of the last one drawn with a
+    The weights are `canonical_weights` (drawn once per weight fields, shape and seed); the activations are drawn
+    here. Without `reference` (the L2-cold rotation sets), the problem is a device copy of the last one drawn with a
     reference at the same parameters and shape: the same random values at other addresses, at the cost of a memcpy
     (`seed` then only matters when there is none to copy)."""
     params.check(M, N, K)
@@ -224,7 +256,6 @@ def make_inputs(params: Params, M: int, N: int, K: int, *, seed: int, reference:
     if not reference and key in _TEMPLATE:
         return copy_inputs(_TEMPLATE[key])
     x = random_normal((M, K), 2 * seed, 1.0)
-    w = random_normal((N, K), 2 * seed + 1, params.weight_std or K**-0.5)
     if params.act in ("f32", "f16", "bf16"):
         xk: tuple[Any, ...] = (convert(x, params.act),)
     elif params.act == "i8":
@@ -232,14 +263,7 @@ def make_inputs(params: Params, M: int, N: int, K: int, *, seed: int, reference:
     else:
         q = quantize_fp8(x, params.act_scales)
         xk = (q.codes, q.scales)
-    if params.weight == "w4":
-        wk: Any = quantize_w4(w, params.group_size)
-    elif params.weight == "w8":
-        wk = quantize_w8(w)
-    elif params.weight == "e4m3":
-        wk = quantize_fp8(w, params.weight_scales)
-    else:
-        wk = convert(w, params.weight)
+    wk = canonical_weights(params, N, K, seed)
     inputs = Inputs(params, M, N, K, xk, wk)
     if reference:
         _TEMPLATE.clear()  # one template at a time: its arrays are the checked set's own
@@ -247,6 +271,7 @@ def make_inputs(params: Params, M: int, N: int, K: int, *, seed: int, reference:
         cp = _cp()
         y = dequantize_act(xk) @ dequantize(wk).T
         if params.weight in ("w4", "w8", "e4m3") or params.act in ("i8", "e4m3"):
+            w = _float_weights(params, N, K, seed)  # the unquantized weights again (the same draw)
             exact = to_float64(x) @ to_float64(w).T  # the norms on the device: two scalars come back, not M x N
             inputs.quant_error_rel = float(cp.linalg.norm(y - exact)) / float(cp.linalg.norm(exact))
         inputs.ref = cp.asnumpy(y)
@@ -255,36 +280,62 @@ def make_inputs(params: Params, M: int, N: int, K: int, *, seed: int, reference:
 
 def copy_inputs(inputs: Inputs) -> Inputs:
     """The same problem in new device arrays (no reference)."""
-    w = inputs.w
+    return Inputs(inputs.params, inputs.M, inputs.N, inputs.K, tuple(a.copy() for a in inputs.x),
+                  copy_weights(inputs.w))
+
+
+def copy_weights(w: Any) -> Any:
+    """Canonical weights (an array, or quant.W4 / W8 / FP8) in new device arrays."""
     if isinstance(w, quant.W4):
-        wc: Any = quant.W4(w.codes.copy(), w.scales.copy(), w.zeros.copy(), w.group_size)
-    elif isinstance(w, quant.W8):
-        wc = quant.W8(w.codes.copy(), w.scales.copy())
-    elif isinstance(w, quant.FP8):
-        wc = quant.FP8(w.codes.copy(), w.scales.copy(), w.granularity)
-    else:
-        wc = w.copy()
-    return Inputs(inputs.params, inputs.M, inputs.N, inputs.K, tuple(a.copy() for a in inputs.x), wc)
+        return quant.W4(w.codes.copy(), w.scales.copy(), w.zeros.copy(), w.group_size)
+    if isinstance(w, quant.W8):
+        return quant.W8(w.codes.copy(), w.scales.copy())
+    if isinstance(w, quant.FP8):
+        return quant.FP8(w.codes.copy(), w.scales.copy(), w.granularity)
+    return w.copy()
 
 
 class PackedCache:
-    """The inputs of the last problem drawn with a reference, in a kernel's layout: the L2-cold rotation sets that
-    follow are device copies of those packed arrays (no redraw, no repacking)."""
+    """A kernel's inputs in its layout (`layout`: the kernel's name). The weights are packed once per (parameters,
+    shape) and shared by every batch: the checked set's and each L2-cold rotation copy's, kept in INPUTS; the
+    activations of a rotation set are device copies of the last checked set's (no redraw, no repacking)."""
 
-    def __init__(self) -> None:
-        self._last: tuple[Any, ...] = ()  # (params, shape, x arrays, weight arrays)
+    def __init__(self, layout: str) -> None:
+        self.layout = layout
+        self._last: tuple[Any, ...] = ()  # (params, shape, seed, x arrays, weight arrays) of the last checked set
 
     def make(self, params: Params, M: int, N: int, K: int, *, seed: int, reference: bool,
              pack: Callable[[Any], tuple[Any, ...]]) -> tuple[Inputs, tuple[Any, ...], tuple[Any, ...]]:
-        """(inputs, x arrays, weight arrays in the kernel's layout); `pack` turns canonical weights into that layout."""
+        """(inputs, x arrays, weight arrays in the kernel's layout); `pack` turns canonical weights into that layout.
+        A rotation set (no reference) after a checked one at the same parameters and shape is copy `seed - checked
+        seed` of the checked set's weights, distinct device arrays."""
         if not reference and self._last and self._last[:2] == (params, (M, N, K)):
-            xs, ws = (tuple(a.copy() for a in arrs) for arrs in self._last[2:])
+            base, xs0, ws0 = self._last[2:]
+            xs = tuple(a.copy() for a in xs0)
+            if seed <= base:  # not a rotation copy of the checked set: new arrays, not kept
+                return Inputs(params, M, N, K, xs, None), xs, tuple(a.copy() for a in ws0)
+            ws = INPUTS.get(input_key(self.layout, params, N, K, base, seed - base),
+                            lambda: tuple(a.copy() for a in ws0))
             return Inputs(params, M, N, K, xs, None), xs, ws
         inputs = make_inputs(params, M, N, K, seed=seed, reference=reference)
-        xs, ws = inputs.x, pack(inputs.w)
+        ws = INPUTS.get(input_key(self.layout, params, N, K, seed), lambda: pack(inputs.w))
         if reference:
-            self._last = (params, (M, N, K), xs, ws)
-        return inputs, xs, ws
+            self._last = (params, (M, N, K), seed, inputs.x, ws)
+        return inputs, inputs.x, ws
+
+
+def warm() -> None:
+    """Compile (CuPy's JIT, on tiny arrays) CuPy's own kernels that every problem's reference and check use: the
+    float64 product, difference and norm of make_inputs, the poisoned fills and float64 conversions of the outputs.
+    The profiler runs it while the first kernel compiles, so the first points do not."""
+    cp = _cp()
+    a = cp.ones((4, 4), dtype=cp.float64)
+    float(cp.linalg.norm(a @ a.T - a))
+    for dtype in (cp.float16, cp.float32, cp.uint16, cp.uint32, cp.int32):
+        b = cp.empty(4, dtype=dtype)
+        b.fill(np.iinfo(dtype).max if b.dtype.kind in "ui" else np.nan)
+        b.astype(cp.float64)
+    cp.cuda.Device().synchronize()
 
 
 def bytes_read(*arrays: Any) -> int:

@@ -145,8 +145,8 @@ def test_error_view_of_a_tier_without_its_ratio_column(plain, kernel_tier):
 
 def test_whole_model_view_draws_the_tier_its_title_names(plain):
     """The kernel tier has no precomputed roll-up: the whole-model curve is the layers' fastest registered kernels
-    (workbench.analysis.kernel_tier.model_steps_kernel_tier), not the floor roll-up standing in under a kernel title."""
-    from workbench.analysis.kernel_tier import model_steps_kernel_tier
+    (workbench.analysis.model_tier.model_steps_kernel_tier), not the floor roll-up standing in under a kernel title."""
+    from workbench.analysis.model_tier import model_steps_kernel_tier
 
     state = AppState(plain)
     schemes = ["bf16", "w4a16"]

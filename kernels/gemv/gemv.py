@@ -351,7 +351,7 @@ class GemvRunner(BoundLaunchRunner):
         self.spec = spec
         self.config = dict(config or {})
         self.group_size = group_size or W4_GROUP if spec.scheme == "w4a16" else 0
-        self._packed = problems.PackedCache()
+        self._packed = problems.PackedCache(spec.name)
 
     def check(self, M: int, N: int, K: int) -> None:
         check_shape(self.spec, M, N, K, self.group_size or W4_GROUP)

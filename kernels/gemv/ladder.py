@@ -132,7 +132,7 @@ class LadderRunner(BoundLaunchRunner):
     def __init__(self, spec: KernelSpec, group_size: int | None = None) -> None:
         self.spec = spec
         self.group_size = group_size or gemv.W4_GROUP
-        self._packed = problems.PackedCache()
+        self._packed = problems.PackedCache(spec.name)
 
     def check(self, M: int, N: int, K: int) -> None:
         check_shape(self.spec, M, N, K, self.group_size)

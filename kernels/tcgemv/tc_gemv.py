@@ -132,7 +132,7 @@ class TcGemvRunner(BoundLaunchRunner):
         self.spec = spec
         self.group_size = group_size or gemv.W4_GROUP
         self.config = dict(config or {})
-        self._packed = problems.PackedCache()
+        self._packed = problems.PackedCache(spec.name)
 
     def check(self, M: int, N: int, K: int) -> None:
         check_shape(self.spec, M, N, K, self.group_size)

@@ -4,7 +4,8 @@ CuPy.
 One path for every kernel: `function` (extern "C" entry points, for the current device's architecture) and
 `arch_function` (template instances or named targets such as sm_90a) both go through `cached_cubin`, so a second
 run pays no NVRTC time and `prewarm` can fill the cache from several processes at once (NVRTC needs no GPU): the
-profiler compiles every kernel a sweep needs that way before it measures anything.
+profiler compiles every kernel a sweep needs that way (`CompilePool`), measuring each kernel as soon as its cubins
+are there while the others compile.
 
 Two ways to build for a device that is not the one here:
 - `ptx_target("compute_80")`: inside the block every kernel loaded is compiled to PTX of that virtual architecture
@@ -20,7 +21,8 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -234,16 +236,94 @@ def _compile_job(job: Job) -> str:
 def prewarm(jobs: Iterable[Job], workers: int | None = None) -> tuple[int, list[str]]:
     """Compile every job not yet in the cubin cache, in parallel processes (NVRTC needs no GPU); returns how many
     were compiled and one line per compile that failed (the kernel's first use raises the full NVRTC log)."""
-    jobs = {(src, expr, resolve_target(arch), opts) for src, expr, arch, opts in jobs}  # what loading will compile
-    by_cubin = {_cache_entry(*j)[0]: j for j in sorted(jobs)}  # extern "C" entries of one module: one compile
-    todo = [j for j in by_cubin.values() if not _is_cached(*j)]
+    todo = _uncached({"": jobs})[0]
     n = max(1, min(len(todo), workers or (os.cpu_count() or 1)))
     if n == 1:
-        errors = [_compile_job(j) for j in todo]
-    else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        errors = [_compile_job(j) for j in todo.values()]
+        return len(todo), [e for e in errors if e]
+    with CompilePool({"": jobs}, workers=n) as pool:
+        pool.wait_ready([""])
+        return pool.compiled, pool.errors("")
 
-        with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as ex:
-            errors = list(ex.map(_compile_job, todo))
-    return len(todo), [e for e in errors if e]
+
+def _uncached(groups: Mapping[str, Iterable[Job]]) -> tuple[dict[Path, Job], dict[str, list[Path]]]:
+    """(the jobs not yet in the cubin cache by cubin path, in the groups' order; each group's cubin paths): the
+    jobs as loading will compile them (resolve_target), the extern "C" entries of one module as one compile."""
+    todo: dict[Path, Job] = {}
+    paths: dict[str, list[Path]] = {}
+    for name, jobs in groups.items():
+        mine = paths.setdefault(name, [])
+        for src, expr, arch, opts in sorted(set(jobs)):
+            job = (src, expr, resolve_target(arch), opts)
+            image, meta, _, _ = _cache_entry(*job)
+            if image not in mine:
+                mine.append(image)
+            if image not in todo and not (image.is_file() and meta.is_file()):
+                todo[image] = job
+    return todo, paths
+
+
+class CompilePool:
+    """Compiles groups of jobs (a kernel's, by name) in background processes, each cubin once, group by group in
+    the order given: a caller runs the first group that is ready (`wait_ready`) while the rest compile."""
+
+    def __init__(self, groups: Mapping[str, Iterable[Job]], workers: int | None = None, nice: int = 0) -> None:
+        """`nice`: the workers' scheduling niceness (POSIX), so that a process measuring beside them keeps its
+        cores."""
+        todo, self._paths = _uncached(groups)
+        self.compiled = len(todo)
+        self._futures: dict[Path, Future[str]] = {}
+        self._executor: Any = None
+        if todo:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+
+            n = max(1, min(len(todo), workers or (os.cpu_count() or 1)))
+            niced = {"initializer": os.nice, "initargs": (nice,)} if nice > 0 and hasattr(os, "nice") else {}
+            self._executor = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"), **niced)
+            self._futures = {path: self._executor.submit(_compile_job, job) for path, job in todo.items()}
+
+    def __enter__(self) -> CompilePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _pending(self, name: str) -> list[Future[str]]:
+        return [f for p in self._paths.get(name, ()) if (f := self._futures.get(p)) is not None and not f.done()]
+
+    def ready(self, name: str) -> bool:
+        """Every cubin of group `name` is in the cache (or failed to compile)."""
+        return not self._pending(name)
+
+    def wait_ready(self, names: Iterable[str]) -> str:
+        """The first of `names` that is ready, waiting for compiles until one is."""
+        names = list(names)
+        if not names:
+            raise ValueError("wait_ready needs at least one group")
+        while True:
+            for name in names:
+                if self.ready(name):
+                    return name
+            wait({f for name in names for f in self._pending(name)}, return_when=FIRST_COMPLETED)
+
+    def errors(self, name: str) -> list[str]:
+        """One line per compile of group `name` that failed (call when it is ready)."""
+        out = []
+        for p in self._paths.get(name, ()):
+            f = self._futures.get(p)
+            if f is None or not f.done():
+                continue
+            try:
+                msg = f.result()
+            except Exception as exc:  # a worker that died (BrokenProcessPool): the kernel compiles on first use
+                msg = f"{p.name}: {type(exc).__name__}: {exc}".splitlines()[0]
+            if msg:
+                out.append(msg)
+        return out
+
+    def close(self) -> None:
+        """Stop: compiles not started are cancelled, running ones finish into the cache (atomic writes)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None

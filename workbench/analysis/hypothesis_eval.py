@@ -383,8 +383,10 @@ def evaluate_hypotheses(
 
             have = sorted(set(moe_rows["gpu"].astype(str))) if moe_rows is not None and len(moe_rows) else []
             for gpu in moe_hypotheses.gpus_for(h, sorted(set(all_gpus) | set(have))):
-                rows += [_result(h, gpu, s, moe_hypotheses.evaluate(h, gpu, s, moe_rows, calibrations))
-                         for s in sources]
+                for s in sources:
+                    found = moe_hypotheses.evaluate(h, gpu, s, moe_rows, calibrations)
+                    rows.append(_result(h, gpu, s, [_missing(label, why) if v is None else _instance(v, v, v, h, label)
+                                                    for label, v, why in found]))
             continue
         gpus = [g for g in all_gpus if not h.gpus or g in h.gpus] or list(h.gpus)
         for gpu in gpus or [""]:

@@ -95,18 +95,17 @@ def _measured(h: Any, gpu: str, rows: pd.DataFrame | None) -> dict[int, dict[str
     return out
 
 
-def evaluate(h: Any, gpu: str, source: str, rows: pd.DataFrame | None, calibrations: Any = None) -> list[Any]:
-    """The instances (hypothesis_eval.Instance) of one moe_speedup hypothesis on one GPU and source."""
-    from workbench.analysis.hypothesis_eval import _instance, _missing
-
+def evaluate(h: Any, gpu: str, source: str, rows: pd.DataFrame | None,
+             calibrations: Any = None) -> list[tuple[str, float | None, str]]:
+    """One moe_speedup hypothesis on one GPU and source: (label, the speedup b ÷ a or None, why None) per batch;
+    hypothesis_eval turns them into verdicts."""
     times = _predicted(h, gpu, calibrations) if source == "predicted" else _measured(h, gpu, rows)
-    out = []
+    out: list[tuple[str, float | None, str]] = []
     for b in h.batches:
         label = f"{h.model} {h.layer} M={b}"
         t = times.get(int(b), {})
         if h.a not in t or h.b not in t:
-            out.append(_missing(label, "not measured for both schemes" if source == "measured" else "not predicted"))
+            out.append((label, None, "not measured for both schemes" if source == "measured" else "not predicted"))
             continue
-        v = t[h.b] / t[h.a]
-        out.append(_instance(v, v, v, h, label))
+        out.append((label, t[h.b] / t[h.a], ""))
     return out

@@ -78,7 +78,7 @@ def profile_moe(moe: str | None, routing: str | None, routing_seed: str | None, 
 
     from models.paths import dataset_dir
     from workbench.interfaces import cli_args
-    from workbench.interfaces.cli_profile import _phase_table, _summary, default_out
+    from workbench.interfaces.sweep_report import default_out, phase_table, summary
     from workbench.measure import moe_points
     from workbench.measure.profiler import DEFAULT_BATCHES, calibration_clock, run_sweep
     from workbench.measure.timing import TimingConfig
@@ -129,8 +129,8 @@ def profile_moe(moe: str | None, routing: str | None, routing_seed: str | None, 
         print(f"resumed: {result.skipped_done} points were already in {out}")
     for line in result.refused:
         print(f"skipped: {line}")
-    _summary(result, result.run_id)
-    _phase_table(result)
+    summary(result, result.run_id)
+    phase_table(result)
     print(f"measured {result.measured} points in {result.wall_s:.1f}s")
     if result.failed:
         print(f"{len(result.failed)} points failed (see above)")

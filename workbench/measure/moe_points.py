@@ -61,7 +61,7 @@ class MoeSetup:
 
 @functools.cache
 def _runner_class() -> type:
-    """GroupedRunner with the compile_jobs the sweep's parallel precompile asks runners for (profiler.compile_all):
+    """GroupedRunner with the compile_jobs the sweep's parallel precompile asks runners for (kernel_prep.compile_jobs):
     every launch configuration the planned batches need compiles before the first point, in parallel."""
     from kernels.grouped.grouped import ENTRY, GroupedRunner
     from kernels.toolchain import build

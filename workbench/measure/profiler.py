@@ -22,6 +22,7 @@ from kernels import registry
 from kernels.registry import KernelSpec
 from models.errors import InputError, unknown
 from workbench.measure.environment import Environment
+from workbench.measure.kernel_prep import free_inputs, make_runners, runner_key, start_compiles, warm_up
 from workbench.measure.nvml import ClockSummary, NvmlSampler
 from workbench.measure.timing import PointTiming, TimingConfig, measure
 from workbench.storage import store
@@ -51,11 +52,6 @@ class Point:
     # a runner setup beyond the kernel's name (None: a dense point); workbench.measure.moe_points.MoeSetup: an MoE
     # expert layer (experts, top-k, routing, seed): its own runner, its key columns and recorded columns
     setup: Any = None
-
-
-def runner_key(p: Point) -> Any:
-    """Which runner measures `p`: one per kernel, and per kernel and setup for points with a setup."""
-    return p.spec.name if p.setup is None else (p.spec.name, p.setup)
 
 
 def variant(p: Point) -> tuple[str, int]:
@@ -152,12 +148,14 @@ def point_key(gpu_uuid: str, spec_name: str, scheme: str, layer: str, M: int, N:
 
 
 def device_bytes_needed(point: Point, l2_bytes: int, cfg: TimingConfig) -> float:
-    """Device memory one point needs: its input sets (>= rotate_factor x L2 in all), output and reference."""
+    """Device memory one point needs: its input sets (>= rotate_factor x L2 in all), output and reference, and the
+    inputs the kernels share (kernels.input_cache's bound)."""
+    from kernels.input_cache import DEFAULT_MAX_BYTES
     from models.schemes import traffic
 
     one = float(traffic(point.spec.scheme, point.M, point.shape.N, point.shape.K).bytes)
     rotation = one if cfg.hot else max(one, cfg.rotate_factor * l2_bytes) + one
-    return rotation + 8.0 * point.M * point.shape.N + MEMORY_SLACK_BYTES
+    return rotation + 8.0 * point.M * point.shape.N + MEMORY_SLACK_BYTES + DEFAULT_MAX_BYTES
 
 
 def check_memory(points: Iterable[Point], free_bytes: int, l2_bytes: int, cfg: TimingConfig) -> None:
@@ -259,7 +257,8 @@ def run_sweep(
     """Measure `points` (skipping those already in `out`), appending each row to the journal as it is measured.
 
     `group_size` (w4a16 kernels; None: the scheme's default) is passed to their runners, which refuse one they
-    cannot run. Every kernel the points need is compiled first, in parallel (phase "compile")."""
+    cannot run. Every kernel the points need is compiled in background processes (start_compiles) and measured as
+    soon as its cubins are there, in plan order among the ready ones (phase "compile": what measuring waited)."""
     t_start = time.perf_counter()
     out = store.check_writable(out)
     jpath = store.journal_path(out)
@@ -287,71 +286,86 @@ def run_sweep(
     def add_phase(name: str, seconds: float) -> None:
         phases[name] = phases.get(name, 0.0) + seconds
 
-    for msg in compile_all(todo, runners, runner_factory, group_size, unavailable, add_phase):
-        if "cannot run here" in msg:
-            result.refused.append(msg)
-        else:
-            log(f"note: {msg}")
+    def measure_point(p: Point, runner: Any) -> bool:
+        """Measure and store one point; False when its runner refuses it (noted in result.refused)."""
+        name = p.spec.name
+        try:
+            runner.check(p.M, p.shape.N, p.shape.K)
+        except InputError as exc:
+            result.refused.append(f"{name} M={p.M} {p.shape.N}x{p.shape.K}: {exc}")
+            return False
+        with sampler.window(calibration_sm_clock_hz) as w:
+            timing = measure(runner, p.M, p.shape.N, p.shape.K, env.l2_bytes, timer, cfg)
+        for k, v in timing.phases.items():
+            add_phase(k, v)
+        if timing.method != "graph" and name not in eager_noted:
+            eager_noted.add(name)
+            why = getattr(timer, "capture_error", "") or "graphs off"
+            log(f"note: {name}: timed eager back-to-back launches, not a CUDA graph ({why})")
+        row = make_row(env, p, timing, w.summary, run_id=run_id, mode=mode,
+                       calibration_sm_clock_hz=calibration_sm_clock_hz, group_size=group_of(p))
+        if p.setup is not None:
+            row.update(p.setup.columns(p))
+        row.update(point_flags(row, cfg.target_spread))  # spread above target / other processes
+        store.append_journal(jpath, row)
+        result.measured += 1
+        return True
+
+    by_kernel: dict[str, list[Point]] = {}
+    for p in todo:
+        by_kernel.setdefault(p.spec.name, []).append(p)
+    result.refused += make_runners(todo, runners, runner_factory, group_size, unavailable, add_phase)
     bar = _progress(progress, len(todo))
     try:
-        with sampler, bar:
+        with start_compiles(todo, runners) as pool, sampler, bar:
             if sampler.warning:
                 log(f"note: {sampler.warning}")
             task = bar.add_task("profile", total=len(todo)) if bar else None
-            for p in todo:
-                name = p.spec.name
-                if bar:
-                    bar.update(task, description=f"{name} {p.shape.N}x{p.shape.K} M={p.M}")
-                try:
-                    if name in unavailable:
-                        continue
-                    runner = runners[runner_key(p)]
-                    try:
-                        runner.check(p.M, p.shape.N, p.shape.K)
-                    except InputError as exc:
-                        result.refused.append(f"{name} M={p.M} {p.shape.N}x{p.shape.K}: {exc}")
-                        continue
-                    with sampler.window(calibration_sm_clock_hz) as w:
-                        timing = measure(runner, p.M, p.shape.N, p.shape.K, env.l2_bytes, timer, cfg)
-                    for k, v in timing.phases.items():
-                        add_phase(k, v)
-                    if timing.method != "graph" and name not in eager_noted:
-                        eager_noted.add(name)
-                        why = getattr(timer, "capture_error", "") or "graphs off"
-                        log(f"note: {name}: timed eager back-to-back launches, not a CUDA graph ({why})")
-                    row = make_row(env, p, timing, w.summary, run_id=run_id, mode=mode,
-                                   calibration_sm_clock_hz=calibration_sm_clock_hz, group_size=group_of(p))
-                    if p.setup is not None:
-                        row.update(p.setup.columns(p))
-                    row.update(point_flags(row, cfg.target_spread))  # spread above target / other processes
-                    store.append_journal(jpath, row)
-                    result.measured += 1
-                    failures_in_row = 0
-                except (ImportError, ModuleNotFoundError) as exc:
-                    unavailable.add(name)
-                    result.refused.append(f"{name}: cannot run here ({exc})")
-                except (KeyboardInterrupt, InputError):
-                    raise
-                except Exception as exc:  # one broken kernel must not lose the sweep
-                    failures_in_row += 1
-                    msg = f"{name} M={p.M} {p.shape.N}x{p.shape.K}: {type(exc).__name__}: {exc}".splitlines()[0]
-                    result.failed.append(msg)
-                    log(f"failed: {msg}")
-                    advice = f"points so far are kept in {out}; re-run with --exclude {name} to resume without it"
-                    if not _device_ok(timer):
-                        raise SweepAborted(f"the CUDA context is lost after {msg}; {advice}", True) from None
-                    if failures_in_row >= MAX_CONSECUTIVE_FAILURES:
-                        why = f"{failures_in_row} points failed in a row (last: {msg})"
-                        raise SweepAborted(f"{why}; {advice}") from None
-                finally:
+            left = list(by_kernel)
+            if left and not pool.ready(left[0]):  # the first kernel still compiles: initialise what its points need
+                t = time.perf_counter()
+                for msg in warm_up(runners):
+                    log(f"note: {msg}")
+                add_phase("warm-up", time.perf_counter() - t)
+            while left:  # kernels in plan order, each as soon as its cubins are in the cache
+                t = time.perf_counter()
+                name = pool.wait_ready(left)
+                add_phase("compile", time.perf_counter() - t)  # measuring waited for compiles
+                left.remove(name)
+                for msg in pool.errors(name):
+                    log(f"note: compile failed: {msg}")
+                for p in by_kernel[name]:
                     if bar:
-                        bar.advance(task)
+                        bar.update(task, description=f"{name} {p.shape.N}x{p.shape.K} M={p.M}")
+                    try:
+                        if name not in unavailable and measure_point(p, runners[runner_key(p)]):
+                            failures_in_row = 0
+                    except (ImportError, ModuleNotFoundError) as exc:
+                        unavailable.add(name)
+                        result.refused.append(f"{name}: cannot run here ({exc})")
+                    except (KeyboardInterrupt, InputError):
+                        raise
+                    except Exception as exc:  # one broken kernel must not lose the sweep
+                        failures_in_row += 1
+                        msg = f"{name} M={p.M} {p.shape.N}x{p.shape.K}: {type(exc).__name__}: {exc}".splitlines()[0]
+                        result.failed.append(msg)
+                        log(f"failed: {msg}")
+                        advice = f"points so far are kept in {out}; re-run with --exclude {name} to resume without it"
+                        if not _device_ok(timer):
+                            raise SweepAborted(f"the CUDA context is lost after {msg}; {advice}", True) from None
+                        if failures_in_row >= MAX_CONSECUTIVE_FAILURES:
+                            why = f"{failures_in_row} points failed in a row (last: {msg})"
+                            raise SweepAborted(f"{why}; {advice}") from None
+                    finally:
+                        if bar:
+                            bar.advance(task)
     finally:
         t = time.perf_counter()
         result.frame = store.fold_journal(out)
         add_phase("store", time.perf_counter() - t)
         result.wall_s = time.perf_counter() - t_start
         result.nvml_warning = sampler.warning
+        free_inputs()
     return result
 
 
@@ -359,47 +373,6 @@ def _default_group() -> int:
     from models.schemes import SCHEME_PARAMS
 
     return int(SCHEME_PARAMS["w4a16"]["group_size"])
-
-
-def compile_all(points: list[Point], runners: dict[str, Any], runner_factory: Callable[..., Any],
-                group_size: int | None, unavailable: set[str],
-                add_phase: Callable[[str, float], None]) -> list[str]:
-    """Make each kernel's runner once ("runner setup") and compile every kernel the points need in parallel
-    processes ("compile"): NVRTC into kernels.toolchain.build's cubin cache, so no point waits on a serial compile.
-    Returns what could not be made or compiled (those points then fail or are refused one by one, with the reason)."""
-    from kernels import problems
-    from kernels.toolchain import build
-
-    t = time.perf_counter()
-    notes: list[str] = []
-    jobs: list[build.Job] = []
-    for p in points:
-        name, key = p.spec.name, runner_key(p)
-        if key in runners or name in unavailable:
-            continue
-        try:
-            runners[key] = (runner_factory(name, setup=p.setup) if p.setup is not None
-                            else runner_factory(name, group_size) if group_size else runner_factory(name))
-        except (ImportError, ModuleNotFoundError) as exc:
-            unavailable.add(name)
-            notes.append(f"{name}: cannot run here ({exc})")
-    add_phase("runner setup", time.perf_counter() - t)
-    t = time.perf_counter()
-    for p in points:
-        runner = runners.get(runner_key(p))
-        if runner is None or not hasattr(runner, "compile_jobs"):
-            continue
-        try:
-            runner.check(p.M, p.shape.N, p.shape.K)
-            jobs += runner.compile_jobs(p.M, p.shape.N, p.shape.K)
-        except Exception:  # refused (InputError) or not listable here: the point compiles, or fails, on its own
-            continue
-    if jobs:
-        jobs += problems.compile_jobs(build.device_arch())
-        _, failed = build.prewarm(jobs)
-        notes += [f"compile failed: {f}" for f in failed]
-    add_phase("compile", time.perf_counter() - t)
-    return notes
 
 
 class SweepAborted(RuntimeError):

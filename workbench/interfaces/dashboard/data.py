@@ -183,7 +183,7 @@ def kernel_rollup(data: DashboardData, model: str, gpu: str) -> pd.DataFrame:
     key = (model, gpu)
     if key not in data.kernel_rollups:
         from models.schemes import SCHEME_NAMES
-        from workbench.analysis.kernel_tier import model_steps_kernel_tier
+        from workbench.analysis.model_tier import model_steps_kernel_tier
 
         steps = model_steps_kernel_tier(model, gpu, list(SCHEME_NAMES), list(BATCH_GRID), data.calibrations,
                                         data.params)

@@ -36,7 +36,7 @@ def layer_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str, b
     from models.rollup import model_points
     from models.roofline import predict
     from models.workloads import get_model
-    from workbench.analysis.kernel_tier import model_layers_kernel_tier
+    from workbench.analysis.model_tier import model_layers_kernel_tier
 
     model = get_model(sel.model)
     tier = effective_tier(data, gpu, sel.tier, data.predictions)
