@@ -74,10 +74,21 @@ def test_recommend_shape_and_model(capsys, tmp_path):
     assert code == 0, err
     assert "measured: w4a16 up to " in out and "predicted:" in out
     df = pd.read_csv(out_csv)
-    assert list(df["M"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256] and (df["time_s"] < 1e-3).all()
+    assert set(df["gpu_key"]) == {"h100-sxm", "h200-sxm"}  # no --gpu: every GPU measured
+    for _, g in df.groupby("gpu_key"):
+        assert list(g["M"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256] and (g["time_s"] < 1e-3).all()
     code, out, err = _run(capsys, "recommend", "--model", "llama-2-7b", "--batch", "1,64")
     assert code == 0, err
-    assert "llama-2-7b on h200-sxm" in out and "qkv=" in out
+    assert "llama-2-7b on h200-sxm" in out and "llama-2-7b on h100-sxm" in out and "qkv=" in out
+
+
+def test_recommend_a_shape_one_gpu_measured_and_one_gpu_asked(capsys):
+    code, out, err = _run(capsys, "recommend", "--shape", "1536x8960")  # measured on the H100 only
+    assert code == 0, err
+    assert "h100-sxm 1536x8960" in out and "h200-sxm" not in out
+    code, out, err = _run(capsys, "recommend", "--shape", "1536x8960", "--gpu", "h200-sxm")
+    assert code == 2 and err.startswith("error: no cold measurements of 1536x8960 on h200-sxm")
+    assert "8960x1536" not in err  # the shapes listed are the H200's own
 
 
 def test_recommend_accuracy_bound_excludes(capsys):

@@ -26,6 +26,9 @@ def data_dir(tmp_path_factory) -> Path:
         keep |= (sweep["N"] == n) & (sweep["K"] == k)
     (d / "measurements").mkdir()
     sweep[keep & sweep["scheme"].isin(["bf16", "w4a16"])].to_parquet(d / "measurements" / "few.parquet")
+    h100 = pd.read_parquet(ROOT / "data" / "measurements" / "h100-sxm" / "sweep-cold.parquet")
+    h100[(h100["N"] == 4096) & (h100["K"] == 4096) & h100["scheme"].isin(["bf16", "w4a16"])].to_parquet(
+        d / "measurements" / "h100.parquet")  # measured here, never calibrated: left out of every fit
     pub = pd.read_parquet(ROOT / "data" / "public" / "a100-l40s-linear-layers.parquet")
     keep = pd.Series(False, index=pub.index)
     for n, k in SHAPES:
@@ -58,11 +61,13 @@ def test_fit_then_check_by_gpu(capsys, data_dir):
         assert view in out
     pts = pd.read_csv(csv)
     logo = pts[pts["view"] == "leave one GPU out"]
-    assert set(logo["gpu"]) == {"a100-sxm-80gb", "l40s"} and logo["time_pred_s"].gt(0).all()
+    assert set(logo["gpu"]) == {"a100-sxm-80gb", "l40s", "h100-sxm"} and logo["time_pred_s"].gt(0).all()
     assert set(pts.loc[pts["view"] == "leave one shape out", "gpu"]) == {"h200-sxm"}
     code, out, err = run(capsys, "model-check", "--by-gpu", "--data-dir", str(data_dir), "--json")
     rows = json.loads(out)
-    assert {r["gpu"] for r in rows} == {"a100-sxm-80gb", "l40s", "h200-sxm"}
+    assert {r["gpu"] for r in rows} == {"a100-sxm-80gb", "l40s", "h200-sxm", "h100-sxm"}
+    h100 = next(r for r in rows if r["gpu"] == "h100-sxm" and r["scheme"] == "w4a16")
+    assert h100["view"] == "leave one GPU out" and h100["n"] == 9 and h100["speedup_n"] == 9
 
 
 @pytest.mark.parametrize("args, message", [

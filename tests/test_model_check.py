@@ -72,6 +72,35 @@ def test_model_fit_writes_a_table_the_tier_reads(capsys, tmp_path):
     shipped = load_params(params_path())
     assert set(table.kernels) == set(shipped.kernels) and len(table.kernels) >= 25
     assert table.provenance["gpus"] == ["h200-sxm"]
+    assert "left out" in err and "h100-sxm" in err  # measured, never calibrated: it checks the fit, never enters it
+
+
+def test_a_gpu_without_calibration_is_held_out_of_every_fit(capsys, tmp_path):
+    code, out, err = run(capsys, "model-check", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    held = [r for r in rows if r["view"] == "GPU held out"]
+    assert held and {r["gpu"] for r in held} == {"h100-sxm"}
+    assert {r["gpu"] for r in rows if r["view"] in ("in sample", "LOSO")} == {"h200-sxm"}
+    kernel = next(r for r in held if r["tier"] == "kernel" and r["group"] == "all")
+    datasheet = next(r for r in held if r["tier"] == "datasheet" and r["group"] == "all")
+    assert kernel["n"] == datasheet["n"] > 500 and kernel["median_abs"] < datasheet["median_abs"] / 2
+    # the roofline tiers that need a calibration have nothing to say about it
+    assert next(r for r in held if r["tier"] == "calibrated" and r["group"] == "all")["n"] == 0
+
+
+def test_without_the_uncalibrated_gpu_the_h200_views_do_not_change(capsys, tmp_path):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "data" / "calibration", data / "calibration")
+    shutil.copytree(ROOT / "data" / "measurements" / "h200-sxm", data / "measurements" / "h200-sxm")
+    code, alone, err = run(capsys, "model-check", "--json", "--data-dir", data)
+    assert code == 0, err
+    code, both, err = run(capsys, "model-check", "--json")
+    assert code == 0, err
+    mine = [r for r in json.loads(both) if r["view"] != "GPU held out"]
+    assert mine == json.loads(alone)
 
 
 def test_predict_kernel_tier_names_the_kernel_and_its_terms(capsys, tmp_path):

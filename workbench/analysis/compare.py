@@ -133,6 +133,8 @@ def compare_points(measured: pd.DataFrame, *, calibrations: Mapping[str, Any] | 
             nullable = {"int64": "Int64", "float64": "Float64"}.get(dtype, dtype)  # NumPy float64 rejects pd.NA
             df[col] = pd.Series([pd.NA] * len(df), index=df.index, dtype=nullable)
     df = df[df["gpu_key"].astype("string").fillna("") != ""].reset_index(drop=True)
+    # MoE expert layers (profile --moe) are not dense GEMMs: workbench.analysis.moe_tier reads them
+    df = df[pd.to_numeric(df["experts"], errors="coerce").fillna(1).to_numpy() <= 1].reset_index(drop=True)
     if df.empty:
         return empty_comparison()
     cals = model_calibrations(calibrations)

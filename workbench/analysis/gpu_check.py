@@ -8,7 +8,10 @@ Out of sample means, per GPU:
   take the factors of the others (its class's median, else every one's);
 - the reference GPU, calibrated and measured by this workbench: **leave one shape out** (workbench.analysis.
   model_check): its kernels' parameters are fitted on its own timings and every transfer is anchored on it, so it
-  cannot be left out of the transfer; the table says which view a row is.
+  cannot be left out of the transfer; the table says which view a row is;
+- a GPU measured by this workbench but never calibrated (e.g. data/measurements/h100-sxm): its rows take no part in any
+  fit (`model-fit` fits the calibrated GPUs only), so they are **left out** as they stand: our kernels predicted with
+  the GPU's transferred terms.
 Points: public rows as imported, the median over frameworks of one kernel at one (shape, M), each predicted with its
 own kernel's facts; our measurements as model-check takes them (the fastest unthrottled kernel per scheme, shape, M).
 Public rows are read only when a caller passes them: nothing here mixes them into our own measurements.
@@ -91,15 +94,17 @@ def check_public(public: pd.DataFrame, ref_key: str, ref_cal: Calibration, facts
 
 
 def measured_points(check_points: pd.DataFrame) -> pd.DataFrame:
-    """model_check.check()'s points (fastest kernel per scheme, shape, M) as rows of this table."""
-    col = {"in sample": "time_kernel_s", "LOSO": "time_kernel_loso_s"}
+    """model_check.check()'s points (fastest kernel per scheme, shape, M) as rows of this table: a GPU measured here
+    but never calibrated (model_check's "GPU held out") took no part in any fit, so it is left out by construction."""
+    col = {"in sample": ("time_kernel_s", "in sample"), "LOSO": ("time_kernel_loso_s", "leave one shape out"),
+           "GPU held out": ("time_kernel_s", "leave one GPU out")}
     out = []
-    for view, c in col.items():
+    for view, (c, label) in col.items():
         g = check_points[check_points["view"] == view]
         if g.empty or c not in g:
             continue
         out.append(pd.DataFrame({
-            "view": "in sample" if view == "in sample" else "leave one shape out", "gpu": g["gpu_key"].astype(str),
+            "view": label, "gpu": g["gpu_key"].astype(str),
             "scheme": g["scheme"].astype(str), "kernel": g["kernel"].astype(str), "group_size": np.nan,
             "N": g["N"], "K": g["K"], "M": g["M"], "time_s": g["time_measured_s"].astype(float),
             "time_pred_s": g[c].astype(float)}))

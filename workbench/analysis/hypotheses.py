@@ -27,6 +27,8 @@ Kinds and their fields (required unless marked optional):
 - model_error: tier = datasheet | calibrated | floor, op ("<=" or ">="), percent, optional stat = median (default) |
                p90 | max, optional a (a scheme: all its kernels, or a kernel), role, batch.
 - bandwidth:   a, batch, op, percent — achieved bandwidth of a as a percentage of the calibrated read ceiling.
+- moe_speedup: model, a, b, batch, op, value, optional layer, routing — a over b on an MoE model's expert layers
+               (workbench.analysis.moe_hypotheses).
 
 Each hypothesis is evaluated per GPU on measured data and, separately, on predictions (see hypothesis_eval).
 Malformed files raise one-line `InputError`s: "<file>: line <n>: hypothesis '<id>': field '<f>': <what>; <accepted>".
@@ -46,7 +48,7 @@ from models.errors import InputError
 from models.roofline import TIERS
 from workbench.analysis.hypothesis_eval import Hypothesis, evaluate_hypotheses
 
-KINDS = ("speedup", "monotonic", "crossover", "model_error", "bandwidth")
+KINDS = ("speedup", "monotonic", "crossover", "model_error", "bandwidth", "moe_speedup")
 OPS = (">=", "<=", "within")
 STATS = ("median", "p90", "max")
 TRENDS = ("non-increasing", "non-decreasing")
@@ -57,6 +59,7 @@ KIND_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # kind -> (
     "crossover": (("a", "b", "op", "value"), ()),
     "model_error": (("tier", "op", "percent"), ("stat", "a", "role", "batch")),
     "bandwidth": (("a", "batch", "op", "percent"), ()),
+    "moe_speedup": (("model", "a", "b", "batch", "op", "value"), ("layer", "routing")),  # moe_hypotheses
 }
 _HEADER = re.compile(r"^\s*\[\[\s*hypothesis\s*\]\]")
 
@@ -170,6 +173,10 @@ def _parse_table(table: dict[str, Any], file: str, line: int, lines: dict[str, i
         fields["gpus"] = tuple(_gpu_keys(table["gpu"], fail))
     if "shape" in table:
         fields["shapes"] = tuple(_shapes(table["shape"], fail))
+    if kind == "moe_speedup":
+        from workbench.analysis.moe_hypotheses import parse_fields
+
+        fields.update(parse_fields(table, fail))
     fields["mode"] = text("mode", ("cold", "hot"), "cold")
     fields["ours_only"] = text("kernels", ("all", "ours"), "all") == "ours"
     return Hypothesis(id=table["id"], kind=kind, file=file, line=line, field_lines=dict(lines), **fields)
@@ -278,6 +285,8 @@ def check_against_data(hypotheses: Iterable[Hypothesis], comparison: pd.DataFram
     if names - set(SCHEME_NAMES) - kernels:  # only then the kernel catalogue is read
         kernels |= _registered_kernels()
     for h in hypotheses:
+        if h.kind == "moe_speedup":  # schemes and models checked when parsed; predicted at any batch
+            continue
         for side in ("a", "b"):
             name = getattr(h, side)
             if name and name not in SCHEME_NAMES and name not in kernels:
@@ -309,6 +318,7 @@ def evaluate_all(
     data_dir: str | Path | None = None,
     measurements: pd.DataFrame | None = None,
     calibrations: Any = None,
+    moe_rows: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Check the hypotheses against the data, then evaluate each per GPU and source (see
     workbench.analysis.hypothesis_eval).
@@ -327,4 +337,9 @@ def evaluate_all(
         )
     hypotheses = list(hypotheses)
     check_against_data(hypotheses, comparison)
-    return evaluate_hypotheses(hypotheses, comparison, sources=tuple(sources))
+    if moe_rows is None and measurements is not None:
+        from workbench.analysis.moe_tier import measured_rows
+
+        moe_rows = measured_rows(measurements)
+    return evaluate_hypotheses(hypotheses, comparison, sources=tuple(sources), moe_rows=moe_rows,
+                               calibrations=calibrations)

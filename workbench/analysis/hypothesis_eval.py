@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -62,6 +63,9 @@ class Hypothesis:
     role: str = ""
     trend: str = "non-increasing"
     min_drop: float = 0.0
+    model: str = ""  # moe_speedup: the MoE model, its expert layer(s) and routing (workbench.analysis.moe_hypotheses)
+    layer: str = ""
+    routing: str = ""
     field_lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     def where(self, name: str) -> str:
@@ -366,12 +370,22 @@ def _result(h: Hypothesis, gpu: str, source: str, instances: list[Instance], why
 
 
 def evaluate_hypotheses(
-    hypotheses: Iterable[Hypothesis], comparison: pd.DataFrame, *, sources: tuple[str, ...] = ("measured", "predicted")
+    hypotheses: Iterable[Hypothesis], comparison: pd.DataFrame, *, sources: tuple[str, ...] = ("measured", "predicted"),
+    moe_rows: pd.DataFrame | None = None, calibrations: Any = None,
 ) -> pd.DataFrame:
-    """One row per (hypothesis, GPU, source) with RESULT_COLUMNS; values of model_error / bandwidth in percent."""
+    """One row per (hypothesis, GPU, source) with RESULT_COLUMNS; values of model_error / bandwidth in percent.
+    moe_speedup hypotheses read `moe_rows` (workbench.analysis.moe_tier.measured_rows) and the kernel tier."""
     rows = []
     all_gpus = sorted(set(comparison["gpu_key"].astype(str))) if len(comparison) else []
     for h in hypotheses:
+        if h.kind == "moe_speedup":
+            from workbench.analysis import moe_hypotheses
+
+            have = sorted(set(moe_rows["gpu"].astype(str))) if moe_rows is not None and len(moe_rows) else []
+            for gpu in moe_hypotheses.gpus_for(h, sorted(set(all_gpus) | set(have))):
+                rows += [_result(h, gpu, s, moe_hypotheses.evaluate(h, gpu, s, moe_rows, calibrations))
+                         for s in sources]
+            continue
         gpus = [g for g in all_gpus if not h.gpus or g in h.gpus] or list(h.gpus)
         for gpu in gpus or [""]:
             df = _scoped(comparison, h, gpu) if len(comparison) else comparison

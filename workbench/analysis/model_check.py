@@ -3,7 +3,10 @@
 The kernel tier's parameters are estimated from kernel timings, so its error is quoted three ways:
 - in sample: the shipped parameter table on the rows it was fitted to (optimistic);
 - leave one shape out (LOSO): for each (N, K), parameters refitted without it, then that shape predicted;
-- holdout: measurements the parameters never saw (e.g. shapes recorded after the table was fitted).
+- holdout: measurements the parameters never saw (e.g. shapes recorded after the table was fitted);
+- GPU held out: the rows of a measured GPU with no calibration. Its kernel-tier terms are transferred from the
+  catalogue (models.transfer), the parameters were fitted on the calibrated GPUs only (`model-fit`), and its rows take
+  no part in the LOSO refits: every such row is out of sample by construction.
 The roofline tiers have no fitted parameters: one figure each.
 Points are the fastest unthrottled kernel per (gpu, scheme, N, K, M) (`compare.best_per_scheme` on L2-cold,
 unthrottled rows: where the fastest kernel was throttled, the next one stands).
@@ -17,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from models.errors import InputError
 from models.kernel_fit import leave_one_shape_out
 from models.roofline import TIERS
 from workbench.analysis.compare import best_per_scheme, compare_points
@@ -24,13 +28,15 @@ from workbench.analysis.kernel_tier import fit_rows, gpu_lookup, kernel_facts
 
 M_RANGES: tuple[tuple[str, int, int], ...] = (("M=1", 1, 1), ("M=2-16", 2, 16), ("M=32-64", 32, 64),
                                               ("M=128-256", 128, 256))
-VIEWS = ("in sample", "LOSO", "holdout")
+VIEWS = ("in sample", "LOSO", "holdout", "GPU held out")
+KERNEL_COLUMN = {"in sample": "time_kernel_s", "LOSO": "time_kernel_loso_s", "holdout": "time_kernel_s",
+                 "GPU held out": "time_kernel_s"}
 
 
 @dataclass(frozen=True)
 class ModelCheck:
     points: pd.DataFrame  # best kernel per point: measured time and every tier's prediction (columns pred_<name>)
-    summary: pd.DataFrame  # one row per (view, group): n, median/p90 |error|, within 10 %, signed mean
+    summary: pd.DataFrame  # one row per (view, gpu, tier, group): n, median/p90 |error|, within 10 %, signed mean
     speedups: pd.DataFrame  # w4a16 / bf16 speedup predicted (kernel tier, LOSO) vs measured per shape and M
 
 
@@ -50,66 +56,84 @@ def _prepared(measured: pd.DataFrame, calibrations: dict[str, Any], params: Any 
     return cmp
 
 
+def calibrated_rows(measured: pd.DataFrame, calibrations: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`measured` split into the rows of calibrated GPUs (what a fit may use) and the rest (GPUs held out)."""
+    mine = measured["gpu_key"].astype(str).isin(set(calibrations)).to_numpy()
+    return measured[mine].reset_index(drop=True), measured[~mine].reset_index(drop=True)
+
+
 def check(measured: pd.DataFrame, calibrations: dict[str, Any], holdout: pd.DataFrame | None = None,
           params: Any = None) -> ModelCheck:
     """The model-check tables for `measured` (and `holdout`), predicted with `params` (a ParamTable; None: the
-    shipped parameters); LOSO refits per fold."""
-    cmp = _prepared(measured, calibrations, params)
-    loso_in = cmp.assign(gpu=cmp["gpu_key"].astype(str), bytes=cmp["bytes_read"],
-                         time_median_s=cmp["time_measured_s"])
-    cmp["time_kernel_loso_s"] = leave_one_shape_out(loso_in, kernel_facts(), gpu_lookup(calibrations)).to_numpy()
-    frames = [("in sample", cmp, "time_kernel_s"), ("LOSO", cmp, "time_kernel_loso_s")]
+    shipped parameters); LOSO refits per fold on the calibrated GPUs' rows; rows of GPUs with no calibration are
+    the view "GPU held out"."""
+    fit, held_gpus = calibrated_rows(measured, calibrations)
+    frames = []
+    if len(fit):
+        cmp = _prepared(fit, calibrations, params)
+        loso_in = cmp.assign(gpu=cmp["gpu_key"].astype(str), bytes=cmp["bytes_read"],
+                             time_median_s=cmp["time_measured_s"])
+        cmp["time_kernel_loso_s"] = leave_one_shape_out(loso_in, kernel_facts(), gpu_lookup(calibrations)).to_numpy()
+        frames += [("in sample", cmp), ("LOSO", cmp)]
     if holdout is not None and len(holdout):
-        frames.append(("holdout", _prepared(holdout, calibrations, params), "time_kernel_s"))
+        frames.append(("holdout", _prepared(holdout, calibrations, params)))
+    if len(held_gpus):
+        frames.append(("GPU held out", _prepared(held_gpus, calibrations, params)))
     rows, pts = [], []
-    for view, frame, kernel_col in frames:
-        best = best_per_scheme(frame)
-        pts.append(best.assign(view=view))
-        tiers = {t: c for t, c in TIERS.items() if t != "kernel"} if view != "LOSO" else {}
-        tiers["kernel"] = kernel_col
-        for tier, col in tiers.items():
-            err = best[col].to_numpy(dtype="float64") / best["time_measured_s"].to_numpy(dtype="float64") - 1.0
-            rows.append({"view": view, "tier": tier, "group": "all", **_stats(err)})
-            if tier != "kernel":
-                continue
-            for scheme, g in best.groupby(best["scheme"].astype(str), sort=True):
-                e = g[col].to_numpy(dtype="float64") / g["time_measured_s"].to_numpy(dtype="float64") - 1.0
-                rows.append({"view": view, "tier": tier, "group": scheme, **_stats(e)})
-            for label, lo, hi in M_RANGES:
-                g = best[best["M"].between(lo, hi)]
-                e = g[col].to_numpy(dtype="float64") / g["time_measured_s"].to_numpy(dtype="float64") - 1.0
-                rows.append({"view": view, "tier": tier, "group": label, **_stats(e)})
+    for view, frame in frames:
+        kernel_col = KERNEL_COLUMN[view]
+        whole = best_per_scheme(frame)
+        pts.append(whole.assign(view=view))
+        for gpu, best in whole.groupby(whole["gpu_key"].astype(str), sort=True):
+            tiers = {t: c for t, c in TIERS.items() if t != "kernel"} if view != "LOSO" else {}
+            tiers["kernel"] = kernel_col
+            for tier, col in tiers.items():
+                rows.append({"view": view, "gpu": gpu, "tier": tier, "group": "all", **_stats(_err(best, col))})
+                if tier != "kernel":
+                    continue
+                for scheme, g in best.groupby(best["scheme"].astype(str), sort=True):
+                    rows.append({"view": view, "gpu": gpu, "tier": tier, "group": scheme, **_stats(_err(g, col))})
+                for label, lo, hi in M_RANGES:
+                    g = best[best["M"].between(lo, hi)]
+                    rows.append({"view": view, "gpu": gpu, "tier": tier, "group": label, **_stats(_err(g, col))})
+    if not pts:
+        raise InputError("no measured rows a check can use (L2-cold, unthrottled, float64 check passed)")
     points = pd.concat(pts, ignore_index=True)
     return ModelCheck(points, pd.DataFrame(rows), speedup_table(points))
 
 
+def _err(frame: pd.DataFrame, col: str) -> np.ndarray:
+    return frame[col].to_numpy(dtype="float64") / frame["time_measured_s"].to_numpy(dtype="float64") - 1.0
+
+
 def speedup_table(points: pd.DataFrame, scheme: str = "w4a16", baseline: str = "bf16") -> pd.DataFrame:
-    """Per (view, N, K, M): measured and predicted speedup of `scheme` over `baseline`, best kernel of each, and the
-    crossover batch (the first M where the speedup is <= 1) measured and predicted."""
-    col = {"in sample": "time_kernel_s", "LOSO": "time_kernel_loso_s", "holdout": "time_kernel_s"}
+    """Per (view, gpu, N, K, M): measured and predicted speedup of `scheme` over `baseline`, best kernel of each."""
     out = []
-    for (view, N, K), g in points.groupby(["view", "N", "K"], sort=True):
+    for (view, gpu, N, K), g in points.groupby(["view", points["gpu_key"].astype(str), "N", "K"], sort=True):
+        col = KERNEL_COLUMN[view]
         a = g[g["scheme"].astype(str) == scheme].set_index("M")
         b = g[g["scheme"].astype(str) == baseline].set_index("M")
         common = a.index.intersection(b.index)
         for M in sorted(common):
             meas = b.at[M, "time_measured_s"] / a.at[M, "time_measured_s"]
-            pred = b.at[M, col[view]] / a.at[M, col[view]]
-            out.append({"view": view, "N": int(N), "K": int(K), "M": int(M), "speedup_measured": float(meas),
-                        "speedup_predicted": float(pred), "error": float(pred / meas - 1.0)})
-    return pd.DataFrame(out, columns=["view", "N", "K", "M", "speedup_measured", "speedup_predicted", "error"])
+            pred = b.at[M, col] / a.at[M, col]
+            out.append({"view": view, "gpu": gpu, "N": int(N), "K": int(K), "M": int(M),
+                        "speedup_measured": float(meas), "speedup_predicted": float(pred),
+                        "error": float(pred / meas - 1.0)})
+    return pd.DataFrame(out, columns=["view", "gpu", "N", "K", "M", "speedup_measured", "speedup_predicted", "error"])
 
 
 def crossovers(speedups: pd.DataFrame) -> pd.DataFrame:
-    """Per (view, N, K): the first batch where the speedup is <= 1, measured and predicted (NaN: never)."""
+    """Per (view, gpu, N, K): the first batch where the speedup is <= 1, measured and predicted (NaN: never)."""
     out = []
-    for (view, N, K), g in speedups.groupby(["view", "N", "K"], sort=True):
+    for (view, gpu, N, K), g in speedups.groupby(["view", "gpu", "N", "K"], sort=True):
         g = g.sort_values("M")
         first = {c: g.loc[g[c] <= 1.0, "M"].min() for c in ("speedup_measured", "speedup_predicted")}
         batches = list(g["M"])
         steps = (abs(batches.index(first["speedup_measured"]) - batches.index(first["speedup_predicted"]))
                  if all(np.isfinite(v) for v in first.values()) else
                  (0 if not any(np.isfinite(v) for v in first.values()) else np.nan))
-        out.append({"view": view, "N": int(N), "K": int(K), "crossover_measured": first["speedup_measured"],
+        out.append({"view": view, "gpu": gpu, "N": int(N), "K": int(K), "crossover_measured": first["speedup_measured"],
                     "crossover_predicted": first["speedup_predicted"], "steps_apart": steps})
-    return pd.DataFrame(out, columns=["view", "N", "K", "crossover_measured", "crossover_predicted", "steps_apart"])
+    return pd.DataFrame(out, columns=["view", "gpu", "N", "K", "crossover_measured", "crossover_predicted",
+                                      "steps_apart"])

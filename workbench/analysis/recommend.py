@@ -105,9 +105,10 @@ def by_batch(comparison: pd.DataFrame, gpu_key: str, N: int, K: int, *, schemes:
     df = comparison[(comparison["gpu_key"] == gpu_key) & (comparison["N"] == N) & (comparison["K"] == K)
                     & (comparison["mode"] == mode)]
     if df.empty:
+        mine = comparison[(comparison["gpu_key"] == gpu_key) & (comparison["mode"] == mode)]
         raise InputError(f"no {mode} measurements of {N}x{K} on {gpu_key}; measured shapes: "
-                         + ", ".join(f"{n}x{k}" for n, k in sorted(set(zip(comparison["N"], comparison["K"],
-                                                                                strict=True)))))
+                         + (", ".join(f"{n}x{k}" for n, k in sorted(set(zip(mine["N"], mine["K"], strict=True))))
+                            or "none"))
     best = best_per_scheme(df, _candidates(df, schemes))
     rows = []
     for m, g in best.groupby("M", sort=True):

@@ -183,7 +183,28 @@ def _verdicts(data: Path, hypotheses: list[str] | None, source: str, gpu: list[s
     _check_filters(comparison, gpu, None, None, None, None)
     if gpu:
         comparison = filter_points(comparison, gpu=gpu)
-    return hyps, comparison, evaluate_all(hyps, comparison, sources=SOURCES[source]), files
+    if gpu:  # an MoE hypothesis naming no GPU is predicted on the GPUs asked for
+        from dataclasses import replace
+
+        hyps = [replace(h, gpus=tuple(gpu)) if h.kind == "moe_speedup" and not h.gpus else h for h in hyps]
+    moe_rows = _moe_rows(data) if any(h.kind == "moe_speedup" for h in hyps) else None
+    results = evaluate_all(hyps, comparison, sources=SOURCES[source], moe_rows=moe_rows,
+                           calibrations=load_calibrations_of(data))
+    return hyps, comparison, results, files
+
+
+def _moe_rows(data: Path) -> pd.DataFrame | None:
+    """The MoE rows of the data directory's measurements (workbench profile --moe), for moe_speedup hypotheses."""
+    from workbench.analysis.moe_tier import measured_rows
+    from workbench.storage.store import load_measurements
+
+    return measured_rows(load_measurements(data)) if (Path(data) / "measurements").is_dir() else None
+
+
+def load_calibrations_of(data: Path) -> dict:
+    from models.hardware import load_calibrations
+
+    return load_calibrations(data)
 
 
 def _print_verdicts(results: pd.DataFrame) -> None:

@@ -138,7 +138,7 @@ def register(app: typer.Typer) -> None:
         reference: Annotated[str, typer.Option("--reference", help="with --transfer: the calibrated GPU the "
                                                "transfer is anchored on")] = "h200-sxm",
     ) -> None:
-        """Estimate the kernel tier's parameters per kernel from L2-cold, unthrottled measurements."""
+        """Estimate the kernel tier's parameters per kernel from L2-cold, unthrottled timings of calibrated GPUs."""
         from models.kernel_fit import fit_table, param_frame
         from workbench.analysis.kernel_tier import fit_rows, gpu_lookup, kernel_facts, params_path
         from workbench.storage.store import atomic_write_bytes
@@ -157,6 +157,17 @@ def register(app: typer.Typer) -> None:
             if not m.is_file():
                 raise InputError(f"--measurements {m}: no such file")
         measured, cals = _load(root, list(measurements) if measurements else None)
+        from workbench.analysis.model_check import calibrated_rows
+
+        measured, held = calibrated_rows(measured, cals)
+        if measured.empty:
+            raise InputError(f"no measurements of a calibrated GPU under {root} (calibrated: "
+                             f"{', '.join(sorted(cals)) or 'none'}); run `workbench calibrate` on the GPU measured")
+        if len(held):
+            gpus = ", ".join(sorted(set(held["gpu_key"].astype(str))))
+            print(f"left out {len(held)} rows of GPUs with no calibration ({gpus}): their terms are transferred, "
+                  "so they check the model (`model-check`) instead of fitting it",
+                  file=sys.stderr)
         rows = fit_rows(measured)
         from workbench.storage.store import measurement_files
 
@@ -165,6 +176,9 @@ def register(app: typer.Typer) -> None:
                 "gpus": sorted(set(rows["gpu"])), "git_commits": sorted(set(rows["git_commit"].astype(str))),
                 "files": files, "rows": "L2-cold, unthrottled, float64 check passed"}
         table = fit_table(rows, kernel_facts(), gpu_lookup(cals), prov)
+        from workbench.analysis import moe_tier  # the grouped MoE kernels, from the rows of `profile --moe`
+
+        table = moe_tier.params_table(moe_tier.fit(moe_tier.measured_rows(measured), cals), table)
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(target, table.to_json().encode())
         frame = param_frame(table)
@@ -242,7 +256,7 @@ def register(app: typer.Typer) -> None:
                 print("\nW4A16 / BF16 speedup, kernel tier against measured (fastest unthrottled kernel of each):")
                 piv = sp.assign(cell=sp["speedup_predicted"].map("{:.2f}".format) + " / "
                                 + sp["speedup_measured"].map("{:.2f}".format))
-                print(piv.pivot_table(index=["view", "N", "K"], columns="M", values="cell", aggfunc="first")
+                print(piv.pivot_table(index=["view", "gpu", "N", "K"], columns="M", values="cell", aggfunc="first")
                       .to_string())
                 print("\nCrossover batch (first M with speedup <= 1; steps apart in the batch list):")
                 print(crossovers(sp).to_string(index=False))

@@ -291,6 +291,8 @@ def predict_command(
     elif tier == "kernel":
         for line in _unpredicted(pred):
             print(f"not predicted: {line}")
+        if model is not None:  # an MoE model's expert layers as one grouped launch each
+            cli_moe.print_grouped(model, gpu_keys, schemes, batches, cals, params_for(data_dir))
     if csv is not None:
         cli_args.write_csv(pred[[c for c in POINT_CSV_COLUMNS if c in pred]], cli_args.csv_path(csv, "--csv"))
 

@@ -109,10 +109,25 @@ def profile(
                                                   "(default $WORKBENCH_DATA, else the checkout's data/)")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="wait for a sweep holding this GPU or output to finish")]
     = False,
+    moe: Annotated[str | None, typer.Option("--moe", help="MoE model(s), e.g. mixtral-8x7b,qwen3-30b-a3b: their "
+                                            "expert layers with the grouped kernels (default out: moe-cold.parquet)")]
+    = None,
+    routing: Annotated[str | None, typer.Option("--routing", help="--moe: uniform (default), zipf:S or a routing "
+                                                "histogram file")] = None,
+    routing_seed: Annotated[str | None, typer.Option("--routing-seed", help="--moe: seed of the drawn routing "
+                                                     "(default 0)")] = None,
 ) -> None:
     """Measure kernels x batches x shapes on this GPU; each point is appended as soon as it is measured."""
     if not 0 < budget <= 3600:  # also refuses nan and inf
         raise InputError(f"--budget {budget}: give seconds per point in (0, 3600], e.g. --budget 0.12")
+    if moe is not None or routing is not None or routing_seed is not None:
+        from workbench.interfaces.cli_moe import profile_moe
+
+        return profile_moe(moe, routing, routing_seed, scheme=scheme, kernel=kernel, batch=batch, out=out, hot=hot,
+                           budget=budget, graph=graph, fresh=fresh, progress=progress, data_root=data_root,
+                           calibration_dir=calibration_dir, wait=wait,
+                           others={"--exclude": exclude, "--shape": shape, "--model": model,
+                                   "--group-size": group_size, "--gpus": gpus, "--split": split, "--ray": ray})
     if group_size is not None and group_size not in GROUP_SIZES:
         raise InputError(f"--group-size {group_size}: accepted group sizes are {', '.join(map(str, GROUP_SIZES))}")
     cfg = TimingConfig(hot=hot, budget_s=budget, use_graph=graph).validate()

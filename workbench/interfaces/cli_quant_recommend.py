@@ -135,20 +135,17 @@ def recommend_command(
     if comparison.empty:
         raise InputError(f"no measurements under {data}; run `workbench profile` or give --data-dir DIR")
     measured_gpus = sorted(set(comparison["gpu_key"].astype(str)))
-    if gpu is None:
-        if len(measured_gpus) != 1:
-            raise InputError(f"several GPUs measured; choose one with --gpu ({', '.join(measured_gpus)})")
-        gpu = measured_gpus[0]
-    gpu = get_gpu(gpu).key
-    if gpu not in measured_gpus:
-        raise InputError(f"no measurements of {gpu}; measured: {', '.join(measured_gpus)}")
+    if gpu is not None:
+        gpu = get_gpu(gpu).key
+        if gpu not in measured_gpus:
+            raise InputError(f"no measurements of {gpu}; measured: {', '.join(measured_gpus)}")
     schemes = _split(scheme) or None
     for s in schemes or []:
         if s not in SCHEME_NAMES:
             raise InputError(f"unknown --scheme {s!r}; valid: {', '.join(SCHEME_NAMES)}")
-    mine = comparison[(comparison["gpu_key"] == gpu) & (comparison["mode"] == mode)]
     if max_error is not None:
         w, source = _weights(weights, tensor, dist, error_shape, seed, std, df, outliers, rate, magnitude)
+        mine = comparison[comparison["mode"] == mode]
         pool = schemes or [s for s in sorted(set(mine["scheme"])) if s not in rec.DEFAULT_EXCLUDE]
         errors = rec.scheme_errors(w, pool)
         schemes = rec.allowed_schemes(errors, max_error)
@@ -157,12 +154,38 @@ def recommend_command(
     elif weights is not None or tensor is not None:
         raise InputError("--weights/--tensor choose the weights for --max-error; give --max-error too")
     if model:
+        get_model(model)
+    shapes = [tuple(parse_shape(s)) for s in _split(shape)]
+    batches = _ints(batch, "batch") or None
+    targets = [gpu] if gpu else measured_gpus  # no --gpu: every GPU measured, one after the other
+    if shapes and not gpu:  # ... that measured at least one of the shapes asked for
+        have = {g: set(zip(f["N"], f["K"], strict=True)) for g, f in
+                comparison[comparison["mode"] == mode].groupby(comparison["gpu_key"].astype(str))}
+        targets = [g for g in targets if have.get(g, set()) & set(shapes)] or targets[:1]
+    tables = []
+    for key in targets:
+        tables += _recommend_gpu(comparison, cals, key, mode, schemes, shapes, model, batches)
+    if csv:
+        table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=rec.BY_BATCH_COLUMNS)
+        cli_args.write_csv(table, csv)
+
+
+def _recommend_gpu(comparison: pd.DataFrame, cals: dict, gpu: str, mode: str, schemes: list[str] | None,
+                   shapes: list[tuple[int, int]], model: str | None, batches: list[int] | None) -> list[pd.DataFrame]:
+    """`recommend` for one measured GPU: the per-batch tables it prints (and returns), and the model's plan."""
+    from models.workloads import get_model
+    from workbench.analysis import recommend as rec
+
+    mine = comparison[(comparison["gpu_key"] == gpu) & (comparison["mode"] == mode)]
+    measured_shapes = sorted(set(zip(mine["N"], mine["K"], strict=True)))
+    if model:
         m = get_model(model)
-        shapes = list(dict.fromkeys((layer.N, layer.K) for layer in m.layers if layer.experts <= 1))
-        measured_shapes = set(zip(mine["N"], mine["K"], strict=True))
-        shapes = [s for s in shapes if s in measured_shapes]
+        wanted = list(dict.fromkeys((layer.N, layer.K) for layer in m.layers if layer.experts <= 1))
+        shapes = [s for s in wanted if s in set(measured_shapes)]
+    elif shapes and len(shapes) > 1:
+        shapes = [s for s in shapes if s in set(measured_shapes)] or shapes
     else:
-        shapes = [tuple(parse_shape(s)) for s in _split(shape)] or sorted(set(zip(mine["N"], mine["K"], strict=True)))
+        shapes = shapes or measured_shapes
     tables = [rec.by_batch(comparison, gpu, N, K, schemes=schemes, mode=mode) for N, K in shapes]
     for t in tables:
         N, K = int(t["N"].iloc[0]), int(t["K"].iloc[0])
@@ -175,16 +198,13 @@ def recommend_command(
                        f"{fmt_percent(r.margin):>8s} {'tie' if r.tie else '':6s} {r.best_predicted:14s}"
                        + ("" if r.agree else "  (differs)"))
     if model:
-        batches = _ints(batch, "batch") or None
         p = rec.plan(comparison, model, gpu, batches=batches, schemes=schemes, mode=mode, calibrations=cals)
         typer.echo(f"\n{model} on {gpu}: a scheme per layer and batch (step = sum of count x layer time)")
         typer.echo(f"{'M':>5s} {'step':>10s} {'best single':>12s} {'gain':>7s}  layers")
         for r in p.itertuples():
             typer.echo(f"{r.M:5d} {fmt_time(r.time_step_s):>10s} {fmt_time(r.time_step_single_s):>12s} "
                        f"{fmt_percent(r.gain_over_single - 1):>7s}  {r.layers}")
-    if csv:
-        table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=rec.BY_BATCH_COLUMNS)
-        cli_args.write_csv(table, csv)
+    return tables
 
 
 def register(app: typer.Typer) -> None:

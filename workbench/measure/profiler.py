@@ -48,6 +48,19 @@ class Point:
     spec: KernelSpec
     shape: Shape
     M: int
+    # a runner setup beyond the kernel's name (None: a dense point); workbench.measure.moe_points.MoeSetup: an MoE
+    # expert layer (experts, top-k, routing, seed): its own runner, its key columns and recorded columns
+    setup: Any = None
+
+
+def runner_key(p: Point) -> Any:
+    """Which runner measures `p`: one per kernel, and per kernel and setup for points with a setup."""
+    return p.spec.name if p.setup is None else (p.spec.name, p.setup)
+
+
+def variant(p: Point) -> tuple[str, int]:
+    """The point-key columns a setup adds (routing label, routing seed); ("", 0) for a dense point."""
+    return ("", 0) if p.setup is None else p.setup.key()
 
 
 @dataclass
@@ -132,9 +145,10 @@ def unsupported(specs: Iterable[KernelSpec], cc: int | None) -> list[str]:
 
 
 def point_key(gpu_uuid: str, spec_name: str, scheme: str, layer: str, M: int, N: int, K: int, mode: str,
-              group_size: int) -> tuple:
+              group_size: int, routing: str = "", routing_seed: int = 0) -> tuple:
     """A point's identity, in the order of store.POINT_KEY (the one definition of which columns make it)."""
-    return (gpu_uuid, spec_name, scheme, layer, int(M), int(N), int(K), mode, int(group_size))
+    return (gpu_uuid, spec_name, scheme, layer, int(M), int(N), int(K), mode, int(group_size), str(routing),
+            int(routing_seed))
 
 
 def device_bytes_needed(point: Point, l2_bytes: int, cfg: TimingConfig) -> float:
@@ -262,7 +276,7 @@ def run_sweep(
         return (group_size or _default_group()) if p.spec.scheme == "w4a16" else 0
 
     todo = [p for p in points if point_key(env.gpu_uuid, p.spec.name, p.spec.scheme, p.shape.layer, p.M, p.shape.N,
-                                           p.shape.K, mode, group_of(p)) not in done]
+                                           p.shape.K, mode, group_of(p), *variant(p)) not in done]
     result = SweepResult(frame=existing, skipped_done=len(points) - len(todo), run_id=run_id)
     phases = result.phases
     runners: dict[str, Any] = {}
@@ -291,7 +305,7 @@ def run_sweep(
                 try:
                     if name in unavailable:
                         continue
-                    runner = runners[name]
+                    runner = runners[runner_key(p)]
                     try:
                         runner.check(p.M, p.shape.N, p.shape.K)
                     except InputError as exc:
@@ -307,6 +321,8 @@ def run_sweep(
                         log(f"note: {name}: timed eager back-to-back launches, not a CUDA graph ({why})")
                     row = make_row(env, p, timing, w.summary, run_id=run_id, mode=mode,
                                    calibration_sm_clock_hz=calibration_sm_clock_hz, group_size=group_of(p))
+                    if p.setup is not None:
+                        row.update(p.setup.columns(p))
                     row.update(point_flags(row, cfg.target_spread))  # spread above target / other processes
                     store.append_journal(jpath, row)
                     result.measured += 1
@@ -358,18 +374,19 @@ def compile_all(points: list[Point], runners: dict[str, Any], runner_factory: Ca
     notes: list[str] = []
     jobs: list[build.Job] = []
     for p in points:
-        name = p.spec.name
-        if name in runners or name in unavailable:
+        name, key = p.spec.name, runner_key(p)
+        if key in runners or name in unavailable:
             continue
         try:
-            runners[name] = runner_factory(name, group_size) if group_size else runner_factory(name)
+            runners[key] = (runner_factory(name, setup=p.setup) if p.setup is not None
+                            else runner_factory(name, group_size) if group_size else runner_factory(name))
         except (ImportError, ModuleNotFoundError) as exc:
             unavailable.add(name)
             notes.append(f"{name}: cannot run here ({exc})")
     add_phase("runner setup", time.perf_counter() - t)
     t = time.perf_counter()
     for p in points:
-        runner = runners.get(p.spec.name)
+        runner = runners.get(runner_key(p))
         if runner is None or not hasattr(runner, "compile_jobs"):
             continue
         try:

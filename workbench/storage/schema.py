@@ -38,6 +38,13 @@ MEASUREMENT_COLUMNS: dict[str, str] = {
     "N": "int64",
     "K": "int64",
     "group_size": "int64",  # 0 where the scheme has no groups
+    # MoE expert layers (workbench profile --moe; ADDED_COLUMNS: the dense defaults, filled in for older files)
+    "experts": "int64",  # E of a grouped expert layer; 1 for a dense layer
+    "top_k": "int64",  # experts per token; 1 for a dense layer
+    "routing": "string",  # models.moe.Routing.label ("uniform", "zipf:1", "histogram:FILE"); "" for a dense layer
+    "routing_seed": "int64",  # the seed models.moe.draw drew the measured routing with; 0 for a dense layer
+    "touched_experts": "int64",  # distinct experts the measured routing reads; 1 for a dense layer
+    "busiest_rows": "int64",  # rows (tokens) of the measured routing's busiest expert; M for a dense layer
     "bytes": "float64",  # models.schemes accounting for (scheme, M, N, K)
     "flops": "float64",  # 2*M*N*K
     # timing
@@ -68,6 +75,11 @@ MEASUREMENT_COLUMNS: dict[str, str] = {
     "ref_maxabs_rel": "float64",  # max|y - ref| / max|ref|
     "quant_error_rel": "float64",  # ||ref_dequant - ref_float||_2 / ||ref_float||_2 (quantization error), NaN if n/a
 }
+
+# Columns added after version 1 without a change of meaning (so without a version bump): the value a row written
+# before them gets (a dense point); None: the row's M.
+ADDED_COLUMNS: dict[str, object] = {"experts": 1, "top_k": 1, "routing": "", "routing_seed": 0, "touched_experts": 1,
+                                    "busiest_rows": None}
 
 # Calibration file: data/calibration/<gpu_key or name>-<uuid[:8]>.json, written by `workbench calibrate`.
 # Top-level keys: schema_version, gpu_name, gpu_key, gpu_uuid, timestamp, sm_clock_hz, mem_clock_hz, environment

@@ -19,14 +19,14 @@ import pandas as pd
 
 from models.errors import InputError
 from workbench.storage.locks import store_lock
-from workbench.storage.schema import CALIBRATION_CEILINGS, MEASUREMENT_COLUMNS, SCHEMA_VERSION
+from workbench.storage.schema import ADDED_COLUMNS, CALIBRATION_CEILINGS, MEASUREMENT_COLUMNS, SCHEMA_VERSION
 
 MEASUREMENT_SUFFIXES = (".parquet", ".csv")
 PUBLIC_DIR = "public"  # <data dir>/public/: imported public timings (workbench.storage.public), never measurements
 _INT_KINDS = "iu"
 _FLOAT_KINDS = "fiu"
 # What identifies one measured point (the one definition: the profiler's resume, fold_journal, scripts/run_diff.py).
-POINT_KEY = ("gpu_uuid", "kernel", "scheme", "layer", "M", "N", "K", "mode", "group_size")
+POINT_KEY = ("gpu_uuid", "kernel", "scheme", "layer", "M", "N", "K", "mode", "group_size", "routing", "routing_seed")
 
 
 # ---------------------------------------------------------------------------------------------------- atomic files
@@ -118,6 +118,7 @@ def validate_frame(df: pd.DataFrame, source: str) -> pd.DataFrame:
     Rejects (InputError naming `source`): missing columns, a newer or unknown schema_version, values of the wrong type.
     Extra columns are kept after the schema columns (a newer writer with the same version may add some).
     """
+    df = with_added_columns(df)
     missing = [c for c in MEASUREMENT_COLUMNS if c not in df.columns]
     if missing:
         shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
@@ -157,6 +158,18 @@ def validate_frame(df: pd.DataFrame, source: str) -> pd.DataFrame:
     for col in extra:
         frame[col] = df[col]
     return frame.reset_index(drop=True)
+
+
+def with_added_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with the columns added after its writer (schema.ADDED_COLUMNS) at their dense defaults, where it has
+    the columns they derive from."""
+    absent = [c for c in ADDED_COLUMNS if c not in df.columns]
+    if not absent or "M" not in df.columns:
+        return df
+    df = df.copy()
+    for c in absent:
+        df[c] = df["M"] if ADDED_COLUMNS[c] is None else ADDED_COLUMNS[c]
+    return df
 
 
 def rows_to_frame(rows: Iterable[Mapping[str, Any]], source: str = "rows") -> pd.DataFrame:

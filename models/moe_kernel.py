@@ -1,0 +1,154 @@
+"""The kernel tier of a grouped MoE expert layer (issue 33): one launch of a grouped kernel over the touched experts.
+
+The grouped tensor-core kernels (kernels/grouped/grouped.py, docs/moe.md) walk (touched expert, 16-channel row tile)
+items on a persistent grid; each item multiplies its expert's rows in passes of R rows (R = 8 x n-tiles, at most
+96). R is a figure of (B, E, k) alone under uniform routing, so one CUDA graph serves every routing: the mean rows
+per touched expert, or the busiest expert's where one expert's weights exceed twice the L2 (a second pass would read
+them from DRAM again). An expert with c rows takes ceil(c / R) passes. With the routing model (models.moe: each
+expert's rows ~ Bin(B, q_e)) the layer's terms, for the kernel-tier's KernelParams (models.kernel_model), are:
+  passes   P = Σ_e E[ceil(c_e / R)] = Σ_e Σ_{j≥0} P(c_e > j·R)          (item passes per 16-channel tile column)
+  memory   the read curve of V = touched experts' weights (× passes per expert where the experts exceed 2 × L2) plus
+           the B·k activation rows in and out                             (p.mem_scale)
+  tensor   2 · P · R · N · K on the kernel's mma.sync path                 (p.tc_eff: the GEMV-class tile's issue rate)
+  alu      W4A16: N · K · P weights converted                              (p.alu_dq)
+  fixed    the read curve at its smallest size, plus p.extra_fixed_s
+and time = models.kernel_model.combine. `GROUPED` holds the facts; its pass policy mirrors
+kernels/grouped/grouped.py choose_tc_config (tests/test_moe_kernel.py checks they agree). Pure Python and NumPy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from models.errors import InputError
+from models.kernel_model import KernelParams, Terms, combine
+from models.kernel_terms import GpuTerms, KernelFacts
+from models.moe import Routing, expert_load, inclusion, parse_routing
+from models.schemes import get_scheme, traffic
+
+
+@dataclass(frozen=True)
+class GroupedFacts:
+    """What the kernel tier knows about one grouped kernel."""
+
+    scheme: str
+    facts: KernelFacts  # family, instruction path and conversion (for KernelParams and the fit's active parameters)
+    row_step: int = 8  # rows of an n-tile
+    rows_max: int = 96  # n-tiles per pass at most (TC_NT_MAX = 12)
+    big_over_l2: float = 2.0  # experts larger than this x L2: passes sized to the busiest expert, re-read from DRAM
+
+
+SPLIT_K = ((1 << 30, 1),)  # the warps of a CTA split K: their fp32 partial sums are summed (the fixup term)
+GROUPED: dict[str, GroupedFacts] = {
+    "grouped_bf16_tc": GroupedFacts("bf16", KernelFacts(family="gemv", path="mma_sync_bf16", cuda_core_rows=True,
+                                                                   stream_k_ctas=SPLIT_K)),
+    "grouped_w4a16_tc": GroupedFacts("w4a16", KernelFacts(family="gemv", path="mma_sync_f16", dequant="w4",
+                                                                      stream_k_ctas=SPLIT_K)),
+}
+KERNEL_OF_SCHEME = {g.scheme: name for name, g in GROUPED.items()}
+
+
+GROUP = 128
+GROUP_META_BYTES = 4  # W4A16: the kernel stores an fp16 scale and an fp16 zero per group of 128 (pack_w4)
+
+
+def expert_weight_bytes(scheme: str, N: int, K: int) -> float:
+    """One expert's weights as the grouped kernel stores them (W4A16: 4-bit codes, a scale+zero word per group)."""
+    t = traffic(get_scheme(scheme), 1.0, N, K)
+    return float(t.weight_bytes + (N * (K // GROUP) * GROUP_META_BYTES if scheme == "w4a16" else t.scale_bytes))
+
+
+def pass_rows(g: GroupedFacts, batch: int, N: int, K: int, experts: int, top_k: int, l2_bytes: float) -> int:
+    """R: rows of an expert per pass, sized on uniform routing (a figure of B, E, k, as the launch is)."""
+    load = expert_load([batch], experts, top_k)
+    big = expert_weight_bytes(g.scheme, N, K) > g.big_over_l2 * l2_bytes
+    rows = float(load.busiest[0] if big else load.tokens[0])
+    tiles = max(1, min(g.rows_max // g.row_step, math.ceil(rows / g.row_step - 1e-6)))
+    return tiles * g.row_step
+
+
+def expected_passes(batch: int, q: np.ndarray, rows: int) -> tuple[float, float]:
+    """(Σ_e E[ceil(c_e / rows)], E[touched]) with c_e ~ Bin(batch, q_e)."""
+    from scipy.stats import binom
+
+    j = np.arange(0, batch // rows + 1)[:, None] * rows
+    passes = float(np.sum(binom.sf(j, batch, q[None, :])))
+    touched = float(np.sum(1.0 - (1.0 - q) ** batch))
+    return passes, touched
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One grouped expert layer at one batch: the problem the kernel tier prices."""
+
+    kernel: str
+    batch: int
+    N: int
+    K: int
+    experts: int
+    top_k: int
+    routing: Routing = Routing()
+    seed: int | None = None  # the routing drawn with this seed (models.moe.draw: a measured point's); None: expected
+
+
+def drawn_passes(layer: Layer, rows: int) -> tuple[float, float]:
+    """(Σ_e ceil(c_e / rows), touched experts) of the routing drawn with layer.seed."""
+    from models.moe import draw
+
+    c = np.bincount(draw(layer.batch, layer.experts, layer.top_k, layer.routing, int(layer.seed)).ravel(),
+                    minlength=layer.experts)
+    return float(np.sum(np.ceil(c / rows))), float(np.count_nonzero(c))
+
+
+def layer_terms(layer: Layer, gpu: GpuTerms, l2_bytes: float) -> tuple[Terms, dict[str, float]]:
+    """The unscaled terms of one grouped layer and its figures (rows per pass, passes, touched, bytes, flops)."""
+    g = GROUPED.get(layer.kernel)
+    if g is None:
+        raise InputError(f"no grouped kernel facts for {layer.kernel!r}; valid: {', '.join(GROUPED)}")
+    r = parse_routing(layer.routing)
+    r.check(layer.experts, layer.top_k)
+    q = inclusion(r.shares(layer.experts), layer.top_k)
+    R = pass_rows(g, layer.batch, layer.N, layer.K, layer.experts, layer.top_k, l2_bytes)
+    P, touched = expected_passes(layer.batch, q, R) if layer.seed is None else drawn_passes(layer, R)
+    w = expert_weight_bytes(g.scheme, layer.N, layer.K)
+    rows = layer.batch * layer.top_k
+    act = traffic(get_scheme(g.scheme), float(rows), layer.N, layer.K)
+    V = w * touched + act.act_bytes + act.out_bytes  # a pass re-reads its 16-channel tile at once: from L2
+    one = np.ones(1)
+    f = g.facts
+    weights = layer.N * layer.K * P  # weights an item's passes load into fragments
+    dq = weights / gpu.dequant_weights_per_s[f.dequant] if f.dequant != "none" else 0.0
+    per_pass = weights / gpu.fma_per_s if f.cuda_core_rows else 0.0
+    terms = Terms(fixed=one * gpu.fixed_s, memory=np.maximum(gpu.read_time(one * V) - gpu.fixed_s, 0.0),
+                  dequant=one * dq, rows=one * per_pass,
+                  tensor=one * 2.0 * P * R * layer.N * layer.K / gpu.path_flops[f.path],
+                  fixup=one * 4.0 * P * R * layer.N / gpu.l2_bytes_per_s)
+    figures = {"pass_rows": float(R), "passes": P, "touched": touched, "bytes": V,
+               "flops": 2.0 * rows * layer.N * layer.K}
+    return terms, figures
+
+
+def predict_layer(layer: Layer, gpu: GpuTerms, l2_bytes: float, p: KernelParams) -> dict[str, float]:
+    """time_kernel_s, its attribution and the layer's figures."""
+    t, figures = layer_terms(layer, gpu, l2_bytes)
+    return {**{k: float(v[0]) for k, v in combine(t, p).items()}, **figures}
+
+
+def stack(terms: list[Terms]) -> Terms:
+    """Many one-point Terms as one (the fit's input)."""
+    return Terms(*(np.concatenate([getattr(t, f) for t in terms]) for f in Terms.__dataclass_fields__))
+
+
+def fit(kernel: str, terms: list[Terms], measured: Any) -> tuple[KernelParams, float]:
+    """KernelParams of one grouped kernel from its layers' terms and measured times (models.kernel_fit's least
+    squares on log time with its weak priors); (params, RMS log error)."""
+    from models.kernel_fit import FIT_MIN_POINTS, _fit_one
+
+    meas = np.asarray(measured, dtype=np.float64)
+    if len(meas) < FIT_MIN_POINTS:
+        raise InputError(f"{kernel}: {len(meas)} points, a fit needs {FIT_MIN_POINTS}")
+    return _fit_one(GROUPED[kernel].facts, [(stack(terms), meas)], True)
