@@ -39,7 +39,6 @@ import numpy as np
 
 from models.errors import InputError
 from models.kernel_terms import GpuTerms, KernelFacts
-from models.parallelism import read_load, sm_load
 
 PARAMS_SCHEMA_VERSION = 1
 ATTRIBUTION = ("attr_fixed_s", "attr_fixup_s", "attr_memory_s", "attr_alu_s", "attr_tensor_s")
@@ -104,8 +103,6 @@ class Terms:
     rows: np.ndarray
     tensor: np.ndarray
     fixup: np.ndarray
-    load: np.ndarray | float = 1.0  # the busiest SM's work over the average SM's (models.parallelism.sm_load)
-    read_load: np.ndarray | float = 1.0  # the same for its reads (models.parallelism.read_load)
 
 
 def raw_terms(facts: KernelFacts, gpu: GpuTerms, M: Any, N: Any, K: Any, nbytes: Any) -> Terms:
@@ -126,15 +123,14 @@ def raw_terms(facts: KernelFacts, gpu: GpuTerms, M: Any, N: Any, K: Any, nbytes:
     slot = facts.tile_rows(M, N) * facts.bn_at(N) * 4.0
     fixup = (facts.fixup_slots(M, N, gpu.sms, gpu.resident_clusters) * slot / (gpu.l2_bytes_per_s / gpu.sms)
              if facts.stream_k_ctas else zero)
-    load = sm_load(facts, M, N, gpu.sms, gpu.resident_clusters)
-    return Terms(fixed, memory, dequant, rows, tensor, fixup, load, read_load(facts, load))
+    return Terms(fixed, memory, dequant, rows, tensor, fixup)
 
 
 def combine(t: Terms, p: KernelParams) -> dict[str, np.ndarray]:
     """Predicted time and its attribution (columns of ATTRIBUTION plus time_kernel_s)."""
-    mem = p.mem_scale * t.memory * t.read_load
-    alu = (p.alu_dq * t.dequant + p.alu_row * t.rows) * t.load
-    tc = t.tensor / p.tc_eff * t.load
+    mem = p.mem_scale * t.memory
+    alu = p.alu_dq * t.dequant + p.alu_row * t.rows
+    tc = t.tensor / p.tc_eff
     body = np.stack([mem, alu, tc])
     top = body.max(axis=0)
     is_top = body == top

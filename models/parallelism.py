@@ -1,6 +1,5 @@
-"""How a kernel's grid fills a GPU's SMs: the parallelism terms of the kernel-aware tier, from the kernel's declared
-facts (models.kernel_terms.KernelFacts) and the GPU's SM count, so that the same kernel on a GPU with 108, 132 or
-142 SMs gets its own waves.
+"""How a kernel's grid fills a GPU's SMs, from the kernel's declared facts (models.kernel_terms.KernelFacts) and the
+GPU's SM count, so that the same kernel on a GPU with 108, 132 or 142 SMs gets its own waves.
 
 A kernel's grid, from its facts:
 - a persistent grid (`stream_k_ctas`): per m-tile, the CTAs `persistent_grid` / `cluster_pieces` pick from the
@@ -11,15 +10,13 @@ A kernel's grid, from its facts:
   run time): the grid is not declared, and the kernel is taken to fill the GPU.
 
 The busiest SM sets the time. With C CTAs of equal work spread over S SMs it runs ceil(C / S) of them, while the
-terms (tensor ceiling, conversion and FMA rates, read curve) are whole-GPU rates that assume every SM carries C / S:
+kernel tier's terms are whole-GPU rates that assume every SM carries C / S:
   sm_load = ceil(C / S) x S / C   (>= 1; S / C when C < S; a persistent grid: S x CTAs per SM / C)
-multiplies the ALU and tensor terms: an idle SM's tensor cores and lanes help no one.
-Reads (`read_load`): an SM reads at about bytes in flight / latency, so one CTA per tile that keeps a GEMV's few
-loads in flight reads at most its SM's share of the DRAM bandwidth (B / S): the memory term is multiplied by sm_load
-too. H200, `w8a16_tc_gemv` on 1536x8960 (96 CTAs of 16 channels, docs/kernels-tc-gemv.md): 1.39x its read limit at
-M = 1, against S / C = 1.375. A persistent grid streams its tiles through a deep pipeline: the SMs it leaves idle do
-not slow its reads (the memory term is not multiplied): H200, clustered grids with 48-73 % of the SMs busy read
-no slower than stream-K over all of them (docs/kernels-wgmma.md, seventh pass).
+This module counts; the kernel tier does not apply it. Tried as a multiplier (on the ALU and tensor terms, and on the
+reads of one-CTA-per-tile GEMVs at one SM's share of the bandwidth), it left the H200's leave-one-shape-out error
+where it was (all nine fit shapes fill 132 SMs) and made the H100 held out of every fit worse (docs/model.md,
+"Parallelism"): the facts do not declare the 2-4 row tiles per CTA the tensor-core GEMVs take at M >= 9, and how
+much more than its share one SM reads is not measured. `bench/tail_points.py` lists the worst points with their grid.
 Pure NumPy; nothing here touches CUDA.
 """
 
@@ -83,11 +80,6 @@ def sm_load(facts: KernelFacts, M: Any, N: Any, sms: int, resident: dict[int, fl
     else:
         load = np.ceil(ctas / sms) * sms / ctas
     return np.where(np.isfinite(load), np.maximum(load, 1.0), 1.0)
-
-
-def read_load(facts: KernelFacts, load: np.ndarray) -> np.ndarray:
-    """The factor on the memory term: sm_load for one CTA per tile, 1 for a persistent grid (module doc)."""
-    return np.ones(np.shape(load)) if facts.stream_k_ctas else load
 
 
 def waves(facts: KernelFacts, M: Any, N: Any, sms: int, resident_ctas: int = 1) -> np.ndarray:

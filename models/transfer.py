@@ -6,10 +6,7 @@ For a GPU g with datasheet figures and no calibration, from the calibrated refer
   bandwidth    B_g = datasheet bandwidth x read_fraction[memory technology of g]: the achieved share of the
                datasheet DRAM bandwidth, per technology (HBM3e: the reference's calibrate read; others fitted on
                public timings of library kernels at small M). A technology without timings takes the median of its
-               class (HBM, GDDR); a class without any, the median of every technology. Where factors fitted on
-               public timings exist, the fallbacks pool only those: a GPU without a factor is then predicted from
-               timings of the same kind as its own (library kernels timed by frameworks), not from the reference's
-               calibrate read, which our profiler's read microbenchmark measures.
+               class (HBM, GDDR); a class without any, the median of every technology.
   read curve   r's measured L2-cold read curve with its bytes scaled by B_g / B_r and its times unchanged: the first
                bytes take as long on g as on r (graph launch and DRAM latency are alike), the ramp to full rate
                covers the bytes in flight of g's bandwidth, and the asymptote is B_g.
@@ -72,13 +69,8 @@ class TransferFactors:
     provenance: dict[str, Any] = field(default_factory=dict)
 
     def read_fraction_for(self, tech: str) -> tuple[float, str]:
-        """(share, how it was chosen) for a memory technology: its own factor, else the median of its class's, else
-        of all; a fallback pools only the factors fitted on public timings when there are any (module doc)."""
-        if tech in self.read_fraction:
-            return _pick(self.read_fraction, tech, "", lambda t: "")
-        public = {t: f for t, f in self.read_fraction.items() if f.points}
-        return _pick(public or self.read_fraction, tech, MEMORY_TECHS.get(tech, ""), lambda t: MEMORY_TECHS.get(t, ""),
-                     " fitted on public timings" if public else "")
+        """(share, how it was chosen) for a memory technology: its own factor, else its class's median, else all."""
+        return _pick(self.read_fraction, tech, MEMORY_TECHS.get(tech, ""), lambda t: MEMORY_TECHS.get(t, ""))
 
     def tensor_fraction_for(self, arch: str) -> tuple[float, str]:
         """(share, how it was chosen) for an architecture: its own factor, else the median of every architecture."""
@@ -97,14 +89,14 @@ def _rounded(x: float) -> float | None:
     return round(float(x), 4) if np.isfinite(x) else None
 
 
-def _pick(table: dict[str, Factor], key: str, cls: str, class_of: Any, of: str = "") -> tuple[float, str]:
+def _pick(table: dict[str, Factor], key: str, cls: str, class_of: Any) -> tuple[float, str]:
     if key in table:
         return table[key].value, f"{key} ({table[key].how})"
     same = [f.value for k, f in table.items() if cls and class_of(k) == cls]
     if same:
-        return float(np.median(same)), f"median of the {cls.upper()} factors{of}"
+        return float(np.median(same)), f"median of the {cls.upper()} factors"
     if table:
-        return float(np.median([f.value for f in table.values()])), f"median of every factor{of}"
+        return float(np.median([f.value for f in table.values()])), "median of every factor"
     return 1.0, "no factor: the datasheet figure"
 
 

@@ -75,14 +75,6 @@ def test_fallbacks_technology_class_then_all():
     only_hbm = TransferFactors("h200-sxm", {"HBM3e": Factor(0.9, "x"), "HBM2e": Factor(0.6, "x")})
     assert only_hbm.read_fraction_for("GDDR7")[0] == pytest.approx(0.75)  # no GDDR factor: every factor's median
     assert TransferFactors("h200-sxm", {}).read_fraction_for("HBM3")[0] == 1.0  # no factor: the datasheet
-    # fallbacks pool the factors fitted on public timings (points > 0) when there are any, never the reference's
-    mixed = TransferFactors("h200-sxm", {"HBM3e": Factor(0.95, "calibrate"), "GDDR6": Factor(0.8, "x", points=6),
-                                         "HBM2e": Factor(0.7, "x", points=6)})
-    assert mixed.read_fraction_for("HBM3e")[0] == 0.95  # its own
-    assert mixed.read_fraction_for("HBM3") == (0.7, "median of the HBM factors fitted on public timings")
-    assert mixed.read_fraction_for("GDDR7")[0] == 0.8
-    no_hbm = TransferFactors("h200-sxm", {"HBM3e": Factor(0.95, "calibrate"), "GDDR6": Factor(0.8, "x", points=6)})
-    assert no_hbm.read_fraction_for("HBM2e") == (0.8, "median of every factor fitted on public timings")
     assert F.tensor_fraction_for("sm_100")[0] == pytest.approx(0.75) and arch_of(get_gpu("b200")) == "sm_100"
 
 
@@ -132,10 +124,9 @@ def test_fit_recovers_the_factors_it_was_made_with_and_leaves_a_gpu_out():
     assert got.read_fraction["GDDR6"].gpus == ("l40s",) and got.read_fraction["GDDR6"].points == 6
     logo = leave_one_gpu_out(rows, "h200-sxm", _ref_cal(), facts, table)
     small = (rows["gpu"] == "a100-sxm-80gb") & (rows["M"] == 1)
-    # without its own rows, HBM2e takes the factor fitted on the other GPU's public rows (GDDR6), not the
-    # reference's calibrate read (0.999e12 / 4.8e12): no other HBM factor was fitted on public timings
+    # without its own rows, HBM2e takes the HBM class's other factor, the reference's own (0.999e12 / 4.8e12)
     want = predict_rows(rows[small].reset_index(drop=True),
-                        TransferFactors("h200-sxm", {"HBM2e": got.read_fraction["GDDR6"]},
+                        TransferFactors("h200-sxm", {"HBM3e": truth.read_fraction["HBM3e"]},
                                         {"sm_90": Factor(1.0, "x"), "sm_89": got.tensor_fraction["sm_89"]}),
                         _ref_cal(), facts, table)
     assert np.allclose(logo[small.to_numpy()], want)
