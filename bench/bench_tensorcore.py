@@ -59,6 +59,10 @@ def bench_kernel(name: str, M: int, N: int, K: int, l2: int, budget_s: float, pe
     spec = registry.get(name)
     if spec.runner == "kernels.wgmma.wgmma:make_runner":
         runner = wgmma.make_runner(spec, per_sm, variant, grid=grid)
+    elif spec.runner == "kernels.wgmma.wg_w8a16:make_runner":
+        from kernels.wgmma import wg_w8a16
+
+        runner = wg_w8a16.make_runner(spec, per_sm, variant, grid=grid)
     else:
         runner = tensorcore.make_runner(spec, per_sm, variant)
     made = []  # the launch configs of the input sets (a wgmma grid may take a cluster the plain config lacks)
@@ -140,14 +144,14 @@ def main(argv: list[str] | None = None) -> int:
             _write_csv(Path(args.out), rows)  # after every point group: a run cut short keeps what it measured
             print(f"done {shape} M={M}", flush=True)
 
-    print("\n| N×K | M | kernel | variant | tile | grid | CTAs/SM | µs | TFLOP/s | GB/s | × cuBLAS bf16 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| N×K | M | kernel | variant | tile | grid | CTAs/SM | µs | TFLOP/s | GB/s | × cuBLAS bf16 | rel err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['N']}×{r['K']} | {r['M']} | {r['kernel']} | {r['variant']} | {r['tile']} | {r['grid']} | "
               f"{r['per_sm']} | "
               f"{r['time_s'] * 1e6:.1f} | {r['flops'] / r['time_s'] / 1e12:.0f} | "
               f"{r['bytes'] / r['time_s'] / 1e9:.0f} | "
-              f"{r['speedup_vs_cublas_bf16']:.2f} |")
+              f"{r['speedup_vs_cublas_bf16']:.2f} | {r['rel_err']:.1e} |")
     return 0
 
 

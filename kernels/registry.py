@@ -24,6 +24,7 @@ PROVIDERS = (
     "kernels.gemv.ladder",  # the W4A16 production-tricks ladder between the chapter's kernel and ours, batch 1-16
     "kernels.tensorcore.tensorcore",  # mma.sync GEMM kernels, batch 16-256
     "kernels.wgmma.wgmma",  # wgmma GEMM kernels (sm_90a: H100 / H200 only), batch 1-256, preferred from 16
+    "kernels.wgmma.wg_w8a16",  # the W8A16 wgmma GEMMs (fp16 and bf16 activations), sm_90a, batch 1-256
     "kernels.wgmma.wg_fp8_block",  # FP8 with 128x128 block scales (DeepSeek-V3 style), wgmma, sm_90a
     "kernels.peers",  # cuBLAS through CuPy, torch's kernels
 )

@@ -54,3 +54,32 @@ def pack_w8a16_tc(codes: Any, xp: ModuleType = np) -> Any:
     if codes.dtype != xp.int8:
         raise InputError(f"W8A16 codes must be int8, got dtype {codes.dtype}")
     return pack_q8_tc(codes, xp) ^ xp.uint32(0x80808080)
+
+
+WG_ROWS, WG_CHUNK = 64, 64  # the W8A16 wgmma kernel's block: channels (one warpgroup's m64) x k
+# codes [B, w, ih, g, C, j, h, half, t, il] (channel 64 B + 16 w + 8 ih + g, k = 64 C + 32 j + 16 h + 8 half + 2 t + il)
+# -> [B, C, w, j, g, t, h, half, ih, il]: lane (g, t)'s 16 bytes of word j are four words (h, half) of the A registers
+# {ch g, ch g + 8} x {k, k + 1}.
+_WG_ORDER = (0, 4, 1, 5, 3, 8, 6, 7, 2, 9)
+
+
+def pack_w8a16_wg(codes: Any, xp: ModuleType = np) -> Any:
+    """The W8A16 wgmma GEMM's bytes (kernels/wgmma/wg_gemm_w8a16.cu) from int8 codes [N, K], N and K multiples of 64:
+    uint8 [N/64, K/64, 4096], each 64 x 64 block in the m64k16 A-fragment order of its warpgroup's four warps, every
+    byte stored as q ^ 0x80 (= q + 128)."""
+    codes = xp.asarray(codes)
+    if codes.ndim != 2 or codes.dtype != xp.int8:
+        raise InputError(f"W8A16 codes must be a 2-D int8 array, got shape {codes.shape} dtype {codes.dtype}")
+    N, K = codes.shape
+    if N % WG_ROWS or K % WG_CHUNK:
+        raise InputError(f"the W8A16 wgmma layout needs N and K multiples of {WG_ROWS}, got N={N}, K={K}")
+    c = codes.view(xp.uint8).reshape(N // 64, 4, 2, 8, K // 64, 2, 2, 2, 4, 2).transpose(_WG_ORDER)
+    return xp.ascontiguousarray(c).reshape(N // 64, K // 64, 4096) ^ xp.uint8(0x80)
+
+
+def unpack_w8a16_wg(packed: Any, xp: ModuleType = np) -> Any:
+    """int8 codes [N, K] back from pack_w8a16_wg's bytes (the tests' inverse)."""
+    b = xp.ascontiguousarray(xp.asarray(packed, dtype=xp.uint8)) ^ xp.uint8(0x80)
+    nb, kc = b.shape[:2]
+    b = b.reshape(nb, kc, 4, 2, 8, 4, 2, 2, 2, 2).transpose(tuple(int(i) for i in np.argsort(_WG_ORDER)))
+    return xp.ascontiguousarray(b).reshape(nb * 64, kc * 64).view(xp.int8)

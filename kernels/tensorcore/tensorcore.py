@@ -75,6 +75,7 @@ SPECS: tuple[KernelSpec, ...] = (
 _LAYOUT: dict[str, tuple[int, int, str]] = {
     "bf16": (2, 64, "bf16"), "fp16": (2, 64, "float16"), "w4a16": (2, 128, "float16"),
     "w8a8": (1, 128, "float16"), "fp8": (1, 128, "float16"),
+    "w8a16": (2, 64, "float16"),  # the wgmma W8A16 GEMMs' x (kernels.wgmma.wg_w8a16: kt = bytes of x per k-tile)
 }
 BN = 128
 

@@ -43,21 +43,23 @@ def _wrapper(tag: str, n: int) -> str:
     )
 
 
-def _wrapper_ra(n: int) -> str:
-    """f16 x f16 with A from registers (four f16x2 per thread: the m64k16 fragment of the thread's warp)."""
+def _wrapper_ra(n: int, tag: str) -> str:
+    """f16 x f16 or bf16 x bf16 with A from registers (four 16-bit pairs per thread: the m64k16 fragment of the
+    thread's warp)."""
     regs = n // 2
+    ptx = TYPES[tag][0]
     dlist = ", ".join(f"%{i}" for i in range(regs))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
     a = ", ".join(f"%{regs + i}" for i in range(4))
     return (
         f"template <>\n"
-        f"struct MmaRA<{n}> {{\n"
+        f"struct MmaRA<{n}, {tag}> {{\n"
         f"  __device__ __forceinline__ static void run(float (&d)[{regs}], unsigned a0, unsigned a1, unsigned a2, "
         f"unsigned a3,\n"
         f"                                             unsigned long long db) {{\n"
         f'    asm volatile(\n'
         f'        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"\n'
-        f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{dlist}}}, {{{a}}}, %{regs + 4}, p, 1, 1, 0;'
+        f'        "wgmma.mma_async.sync.aligned.m64n{n}{ptx} {{{dlist}}}, {{{a}}}, %{regs + 4}, p, 1, 1, 0;'
         f'\\n}}\\n"\n'
         f"        : {outs}\n"
         f'        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(1));\n'
@@ -80,9 +82,11 @@ def render() -> str:
     for tag in TYPES:
         for n in WIDTHS:
             parts.append(_wrapper(tag, n) + "\n")
-    parts.append("// A (f16) from registers, B from shared memory\ntemplate <int N>\nstruct MmaRA;\n\n")
-    for n in WIDTHS:
-        parts.append(_wrapper_ra(n) + "\n")
+    parts.append("// A (f16 or bf16) from registers, B from shared memory\ntemplate <int N, class T = F16>\n"
+                 "struct MmaRA;\n\n")
+    for tag in ("F16", "BF16"):
+        for n in WIDTHS:
+            parts.append(_wrapper_ra(n, tag) + "\n")
     parts.append("}  // namespace wg\n")
     return "".join(parts)
 

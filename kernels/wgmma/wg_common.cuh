@@ -151,6 +151,17 @@ struct OpFP8 {  // native e4m3 x e4m3 -> fp32 (QGMMA); per-token x per-channel s
   __device__ __forceinline__ static unsigned short out(float v, float sa, float sb) { return f32_to_f16(v * sa * sb); }
 };
 
+// Whether an Op's outputs take the token's scale too (its `per_token`, where it declares one; else `scaled`): the
+// W8A16 Ops scale by the channel only.
+template <class Op, class = void>
+struct PerToken {
+  static constexpr bool value = Op::scaled;
+};
+template <class Op>
+struct PerToken<Op, decltype(void(Op::per_token))> {
+  static constexpr bool value = Op::per_token;
+};
+
 // Barrier over the NT math threads only (named barrier 1): the TMA kernel's producer warp does not take part.
 template <int NT>
 __device__ __forceinline__ void math_sync() {
@@ -189,7 +200,7 @@ __device__ __forceinline__ void store_tile(const typename Op::Acc (&acc)[MB][BM 
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int m = m_lane + (g0 + g) * 8 + e;
-        sa[g][e] = Op::scaled && m < p.M ? p.sa[m] : 1.f;
+        sa[g][e] = PerToken<Op>::value && m < p.M ? p.sa[m] : 1.f;
       }
 #pragma unroll
     for (int b = 0; b < MB; ++b)
