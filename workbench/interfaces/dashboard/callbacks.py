@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -28,6 +29,7 @@ N_CONTROLS = len(CONTROLS)
 HYPOTHESIS_COLUMNS = ("id", "claim", "gpu_key", "source", "verdict", "value", "low", "high", "threshold", "n",
                       "detail", "file", "line")  # fmt: skip
 FIGURE_CACHE = 64
+TOKEN_SALT = os.urandom(16)  # per server process: a page open across a restart (other data, maybe) gets new figures
 
 
 class AppState:
@@ -123,11 +125,11 @@ def _figure_key(state: AppState, view: str, controls: tuple[Any, ...], tokens: A
 
 
 def figure_token(key: tuple) -> str:
-    """A short stable name of a figure key: the page keeps the token of each figure it holds (FIGURE_KEYS), so a
-    figure the browser already has is not sent again."""
+    """A short name of a figure key, stable within this process: the page keeps the token of each figure it holds
+    (FIGURE_KEYS), so a figure the browser already has is not sent again."""
     import hashlib
 
-    return hashlib.blake2b(repr(key).encode(), digest_size=8).hexdigest()
+    return hashlib.blake2b(repr(key).encode(), digest_size=8, salt=TOKEN_SALT).hexdigest()
 
 
 def view_figure(state: AppState, view: str, controls: tuple[Any, ...], tokens: Any, compare_view: Any = "time"):
