@@ -4,7 +4,9 @@
    drawn (navigation start -> the roofline's SVG holds data), over --loads fresh pages; and a control change to idle
    (the action -> the last callback answered and the last figure redrawn, then 300 ms of quiet) over a cycle of
    scheme toggles, typed batch sizes, slider arrow keys, tier / cache / kernel-view radios, shape and GPU changes and
-   tab switches. Targets: first load <= 1.5 s, control change p95 <= 300 ms.
+   tab switches (p95 over all of them, tab switches included). Targets (issue 35): first load <= 1.0 s and p95 <= 200 ms
+   on a quiet machine (load average < 2 on these 2 cores), <= 1.5 s / 300 ms at load average 3; the load average is
+   printed with the numbers, and the one at the start picks the target the exit code follows.
 2. On the shipped data (data/): the legend entries of the default roofline and time views (target <= 12).
 
     python bench/bench_dashboard_browser.py [--rows 100000] [--cycles 3] [--loads 5]
@@ -32,8 +34,8 @@ from workbench.interfaces.dashboard.layout import TAB_LABELS  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-FIRST_LOAD_LIMIT_S = 1.5
-CHANGE_P95_LIMIT_S = 0.300
+QUIET_LOAD = 2.0  # load average (1 min) below which the machine counts as quiet
+LIMITS_S = {"quiet": (1.0, 0.200), "load 3": (1.5, 0.300)}  # first figure, control change p95
 LEGEND_LIMIT = 12
 # in-page instrumentation: callbacks in flight, Plotly draws in flight, and the time the last of either finished
 # (Plotly.react / newPlot are wrapped when dcc.Graph's async chunk defines window.Plotly)
@@ -234,21 +236,28 @@ def main(argv: list[str] | None = None) -> int:
                 proc.wait(timeout=10)
     load = os.getloadavg()
     lat = np.array([t for _, t in changes])
+    tabs = np.array([t for name, t in changes if name.startswith("tab ")])
     p50, p95, mx = (float(np.percentile(lat, q)) for q in (50, 95, 100))
+    first = float(max(loads))
     print(f"dataset: {len(frame)} measured-shaped rows (synthetic, temp dir); {CHROMIUM}; {os.cpu_count()} CPUs; "
-          f"load average at the start {load0[0]:.1f}, at the end {load[0]:.1f} (other users of the machine)")
-    print(f"first load -> first figure drawn, {len(loads)} fresh pages: median {np.median(loads):.2f} s, "
-          f"max {max(loads):.2f} s [limit {FIRST_LOAD_LIMIT_S} s]")  # fmt: skip
-    print(f"control change -> idle, {len(lat)} changes: p50 {p50 * 1e3:.0f} ms, p95 {p95 * 1e3:.0f} ms, "
-          f"max {mx * 1e3:.0f} ms [limit p95 {CHANGE_P95_LIMIT_S * 1e3:.0f} ms]")  # fmt: skip
+          f"load average (1 min) at the start {load0[0]:.1f}, at the end {load[0]:.1f} (other users of the machine)")
+    print(f"first load -> first figure drawn (from navigation start), {len(loads)} fresh pages: "
+          f"median {np.median(loads):.2f} s, max {first:.2f} s")  # fmt: skip
+    print(f"control change -> idle, {len(lat)} changes incl. {len(tabs)} tab switches: p50 {p50 * 1e3:.0f} ms, "
+          f"p95 {p95 * 1e3:.0f} ms, max {mx * 1e3:.0f} ms; tab switches alone p95 "
+          f"{np.percentile(tabs, 95) * 1e3:.0f} ms")  # fmt: skip
     slowest = sorted(changes, key=lambda kv: -kv[1])[:6]
     print("  slowest: " + ", ".join(f"{name} {t * 1e3:.0f} ms" for name, t in slowest))
     shown = f"roofline {legends['roofline']}, time {legends['time']}"
     print(f"legend entries, shipped data: {shown} [limit {LEGEND_LIMIT}]")
-    ok = (max(loads) <= FIRST_LOAD_LIMIT_S and p95 <= CHANGE_P95_LIMIT_S
-          and max(legends.values()) <= LEGEND_LIMIT)  # fmt: skip
-    print("PASS" if ok else "FAIL (see the numbers above)")
-    return 0 if ok else 1
+    verdicts = {}
+    for name, (first_limit, p95_limit) in LIMITS_S.items():
+        verdicts[name] = first <= first_limit and p95 <= p95_limit and max(legends.values()) <= LEGEND_LIMIT
+        print(f"target {name}: first figure (max) <= {first_limit} s, p95 <= {p95_limit * 1e3:.0f} ms: "
+              f"{'met' if verdicts[name] else 'missed'}")
+    applies = "quiet" if load0[0] < QUIET_LOAD else "load 3"  # at the start: before this bench adds its own
+    print(f"PASS ({applies} target)" if verdicts[applies] else f"FAIL ({applies} target; see the numbers above)")
+    return 0 if verdicts[applies] else 1
 
 
 if __name__ == "__main__":

@@ -42,29 +42,38 @@ def _views_key(app) -> str:
     return next(k for k in app.callback_map if f"{ids.ROOFLINE}.figure" in k)
 
 
-def test_initial_callbacks_all_answer(app, client):
+def test_the_first_layout_draws_the_open_view_and_nothing_fires_on_load(app, client):
+    assert initial_callbacks(app) == []  # the layout carries what the main callback would answer
     values = layout_values(app)
-    answered = 0
-    for key in initial_callbacks(app):
-        status, body = call(client, app, key, values)
-        assert status in (200, 204), key  # 204: a tab's table callback while another tab is open
-        answered += status == 200
-    assert answered >= 1  # the main callback: figure, status and query string in one answer
+    assert values[(ids.ROOFLINE, "figure")].to_plotly_json()["data"] and values[(ids.STATUS, "children")]
+    assert values[(ids.TIME, "figure")] == {"data": [], "layout": {}}  # other tabs: built on their first visit
+    assert list(values[(ids.FIGURE_KEYS, "data")]) == ["roofline"]
+    table = layout_values_for(app, client, "?view=table")
+    assert table[(ids.TABLE, "rowData")] and "rows" in table[(ids.TABLE_COUNT, "children")]
 
 
 def test_only_the_open_tab_is_computed(app, client):
     values = layout_values(app)
     status, body = call(client, app, _views_key(app), values)
+    assert status == 200 and not [k for k, v in body["response"].items() if "figure" in v]  # the page holds it
+    values[(ids.FIGURE_KEYS, "data")] = {}
+    status, body = call(client, app, _views_key(app), values)
     figures = [k for k, v in body["response"].items() if "figure" in v]
     assert status == 200 and figures == [ids.ROOFLINE] and ids.STATUS in body["response"]
+    values[(ids.FIGURE_KEYS, "data")] = body["response"][ids.FIGURE_KEYS]["data"]
     values[(ids.TABS, "value")] = "speedup"
     status, body = call(client, app, _views_key(app), values, [f"{ids.TABS}.value"])
     assert [k for k, v in body["response"].items() if "figure" in v] == [ids.SPEEDUP]
     assert ids.TABLE not in body["response"] and ids.HYPOTHESES not in body["response"]
+    assert set(body["response"][ids.FIGURE_KEYS]["data"]) == {"roofline", "speedup"}
     values[(ids.TABS, "value")] = "table"
     status, body = call(client, app, _views_key(app), values, [f"{ids.TABS}.value"])
     assert not [k for k, v in body["response"].items() if "figure" in v]  # no figure on the table tab
     assert body["response"][ids.TABLE]["rowData"] and "rows" in body["response"][ids.TABLE_COUNT]["children"]
+    values[(ids.TABS, "value")] = "roofline"
+    values[(ids.TIER, "value")] = "floor"
+    status, body = call(client, app, _views_key(app), values, [f"{ids.TIER}.value"])
+    assert [k for k, v in body["response"].items() if "figure" in v] == [ids.ROOFLINE]  # a new selection: sent
 
 
 def test_url_follows_the_controls_and_the_layout_reads_it_back(app, client):
@@ -172,6 +181,7 @@ def test_fuzzed_callback_requests_never_give_a_500(app, client):
         assert resp.status_code != 500, (label, body[:300])
     print("fuzzed callback requests:", dict(codes))
     assert sum(codes.values()) == 300
+    values[(ids.FIGURE_KEYS, "data")] = {}
     status, body = call(client, app, _views_key(app), values)
     assert status == 200 and body["response"][ids.ROOFLINE]["figure"]["data"]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -28,6 +29,7 @@ N_CONTROLS = len(CONTROLS)
 HYPOTHESIS_COLUMNS = ("id", "claim", "gpu_key", "source", "verdict", "value", "low", "high", "threshold", "n",
                       "detail", "file", "line")  # fmt: skip
 FIGURE_CACHE = 64
+TOKEN_SALT = os.urandom(16)  # per server process: a page open across a restart (other data, maybe) gets new figures
 
 
 class AppState:
@@ -115,13 +117,25 @@ BUILDERS = {
 }
 
 
-def view_figure(state: AppState, view: str, controls: tuple[Any, ...], tokens: Any, compare_view: Any = "time"):
-    """The figure of one view (a key of ids.FIGURES) for raw control values in CONTROLS order."""
+def _figure_key(state: AppState, view: str, controls: tuple[Any, ...], tokens: Any, compare_view: Any) -> tuple:
     if view not in ids.FIGURES:
         raise InputError(f"unknown view {view!r}")
-    sel = state.selection(*controls)
     compare_view = compare_view if compare_view in ids.COMPARE_VIEWS else "time"
-    key = (view, sel, state.key(tokens), compare_view if view == "compare" else "")
+    return (view, state.selection(*controls), state.key(tokens), compare_view if view == "compare" else "")
+
+
+def figure_token(key: tuple) -> str:
+    """A short name of a figure key, stable within this process: the page keeps the token of each figure it holds
+    (FIGURE_KEYS), so a figure the browser already has is not sent again."""
+    import hashlib
+
+    return hashlib.blake2b(repr(key).encode(), digest_size=8, salt=TOKEN_SALT).hexdigest()
+
+
+def view_figure(state: AppState, view: str, controls: tuple[Any, ...], tokens: Any, compare_view: Any = "time"):
+    """The figure of one view (a key of ids.FIGURES) for raw control values in CONTROLS order."""
+    key = _figure_key(state, view, controls, tokens, compare_view)
+    _, sel, _, compare_view = key
 
     def build() -> Any:
         frames = state.frames(tokens)
@@ -130,15 +144,44 @@ def view_figure(state: AppState, view: str, controls: tuple[Any, ...], tokens: A
         if view == "compare" and compare_view == "public":
             return _safe(lambda: views_public.public_view(state.data, sel), "GPU comparison")
         if view == "compare":
-            return _safe(lambda: views.compare_view(state.data, frames, sel, compare_view), "GPU comparison")
+            return _safe(lambda: views.compare_view(state.data, frames, sel, compare_view or "time"), "GPU comparison")
         return _safe(lambda: BUILDERS[view](state.data, frames, sel), view)
 
     return state.figure(key, build)
 
 
-def visible_figures(state: AppState, tab: Any, controls: tuple[Any, ...], tokens: Any, compare_view: Any) -> list:
-    """One output per figure: the open tab's figure, `None` (no update) for the others."""
-    return [view_figure(state, view, controls, tokens, compare_view) if view == tab else None for view in ids.FIGURES]
+def visible_figures(state: AppState, tab: Any, controls: tuple[Any, ...], tokens: Any, compare_view: Any,
+                    held: Any = None) -> tuple[list, dict[str, str]]:
+    """One output per figure: the open tab's figure, `None` (no update) for the others and for a figure the page
+    already holds (`held`: view -> figure token); and the page's figure tokens after this answer."""
+    held = dict(held) if isinstance(held, dict) else {}
+    out = []
+    for view in ids.FIGURES:
+        if view != tab:
+            out.append(None)
+            continue
+        token = figure_token(_figure_key(state, view, controls, tokens, compare_view))
+        out.append(None if held.get(view) == token else view_figure(state, view, controls, tokens, compare_view))
+        held[view] = token
+    return out, held
+
+
+def page_outputs(state: AppState, view: Any, controls: tuple[Any, ...], tokens: Any, compare: Any,
+                 held: Any = None) -> dict[tuple[str, str], Any]:
+    """(component id, prop) -> value for what one control change updates: the open tab's figure (unless the page
+    holds it) or grid, the status line and the page's figure tokens. The page's first layout carries the same."""
+    figures, held = visible_figures(state, view, controls, tokens, compare, held)
+    out: dict[tuple[str, str], Any] = {(ids.FIGURES[v], "figure"): f for v, f in zip(ids.FIGURES, figures, strict=True)
+                                       if f is not None}  # fmt: skip
+    out[(ids.FIGURE_KEYS, "data")] = held
+    if view == "table":
+        rows, columns, note = grid_rows(state, controls, tokens)
+        out |= {(ids.TABLE, "rowData"): rows, (ids.TABLE, "columnDefs"): columns, (ids.TABLE_COUNT, "children"): note}
+    if view == "hypotheses":
+        rows, columns = hypotheses_table(state, controls[0], tokens)
+        out |= {(ids.HYPOTHESES, "rowData"): rows, (ids.HYPOTHESES, "columnDefs"): columns}
+    out[(ids.STATUS, "children")] = status(state, controls, tokens)
+    return out
 
 
 def status(state: AppState, controls: tuple[Any, ...], tokens: Any) -> list[Any]:

@@ -54,6 +54,10 @@ class DashboardData:
     params: Any = None  # the kernel tier's ParamTable (analysis.kernel_tier.params_for(data_dir)); None: the shipped
     # (model, gpu) -> the kernel tier's roll-up, filled on first use (kernel_rollup): not precomputed, it costs ~2 s
     kernel_rollups: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
+    # (model, gpu, schemes, batch) -> the kernel tier's per-layer times of one step (views_breakdown.layer_parts)
+    kernel_layers: dict[tuple, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
+    # (uploads, gpu, selection over every batch) -> the measured speedup table (views._measured_speedup)
+    speedup_tables: dict[tuple, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
 
     @functools.cached_property
     def measured_gpus(self) -> list[str]:

@@ -6,7 +6,7 @@ import importlib.resources
 from pathlib import Path
 from typing import Any
 
-from workbench.interfaces.dashboard.callbacks import AppState
+from workbench.interfaces.dashboard.callbacks import CONTROLS, AppState, page_outputs
 from workbench.interfaces.dashboard.data import load_data
 from workbench.interfaces.dashboard.layout import build_layout
 from workbench.interfaces.dashboard.queries import default_selection
@@ -22,7 +22,8 @@ REQUEST_LIMIT_BYTES = 2 * UPLOAD_LIMIT_BYTES
 # dcc.Graph uses window.Plotly when a page defines it: assets/plotly-cartesian.min.js (plotly.js's own cartesian
 # bundle, the same version as plotly.py's full one; MIT) is 1.5 MB instead of 4.8 MB and holds every trace type the
 # figures use (scatter, bar, heatmap), which cuts the first load by the time the browser spends running the rest.
-PRELOAD = ("dash/dcc/async-graph.js",)
+PRELOAD = ("dash/dcc/async-graph.js", "dash/dcc/async-dropdown.js", "dash/dcc/async-slider.js",
+           "dash/dcc/async-upload.js")
 INDEX = """<!DOCTYPE html>
 <html>
     <head>
@@ -75,14 +76,18 @@ def create_app(data_dir: str | Path | None = None) -> Any:
     )
     defaults = default_selection(data)
 
+    state = AppState(data)
+
+    def fill(values: dict[str, Any], view: str, compare: str) -> dict[tuple[str, str], Any]:
+        return page_outputs(state, view, tuple(values[c] for c in CONTROLS), [], compare)
+
     def layout() -> Any:
-        return build_layout(data, defaults, urlstate.decode(page_query(), data))
+        return build_layout(data, defaults, urlstate.decode(page_query(), data), fill)
 
     app.layout = layout
     prefix = app.config.requests_pathname_prefix + "_dash-component-suites/"
     links = "\n        ".join(f'<link rel="preload" as="script" href="{prefix}{path}">' for path in PRELOAD)
     app.index_string = INDEX.replace("PRELOADS", links)
-    state = AppState(data)
     wire(app, state, guard)  # every callback: wiring imports callbacks, never the other way
     warm_up(state, defaults)
     app.server.config["MAX_CONTENT_LENGTH"] = REQUEST_LIMIT_BYTES

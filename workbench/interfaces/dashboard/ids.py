@@ -48,6 +48,7 @@ DOWNLOAD_BUTTON = "btn-download"
 DOWNLOAD = "dl-csv"
 UPLOAD = "upload"
 UPLOAD_STORE = "store-upload"
+FIGURE_KEYS = "store-figure-keys"  # view -> token of the figure the page holds (callbacks.figure_token)
 
 TAB_VALUES = (
     "roofline",

@@ -7,6 +7,7 @@ step (callbacks.BATCH_SYNC_JS), and the views read the boxes. The URL (dcc.Locat
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from workbench.interfaces.dashboard import ids
@@ -84,14 +85,32 @@ def _batch_control(lo: int, hi: int) -> Any:
     )
 
 
-def _controls(data: DashboardData, defaults: Defaults, init: dict[str, Any]) -> Any:
+def control_values(data: DashboardData, defaults: Defaults, init: dict[str, Any]) -> dict[str, Any]:
+    """Control id -> the value the page opens with: from `init` (the URL) or the defaults."""
+    gpus = init.get("gpus") or list(defaults.gpus)
+    lo, hi = sorted((init.get("m_lo", 1), init.get("m_hi", BATCH_SIZES[-1])))
+    return {
+        ids.GPUS: gpus,
+        ids.PRIMARY: init.get("primary") if init.get("primary") in gpus else gpus[0] if gpus else None,
+        ids.SCHEMES: init.get("schemes", list(defaults.schemes)),
+        ids.KERNELS: init.get("kernels", []),
+        ids.KERNEL_VIEW: init.get("kernel_view", "best"),
+        ids.SHAPE: init.get("shape", defaults.shape),
+        ids.BATCH_LO: lo,
+        ids.BATCH_HI: hi,
+        ids.BASELINE: init.get("baseline", defaults.baseline),
+        ids.TIER: init.get("tier", defaults.tier),
+        ids.MODE: init.get("mode", defaults.mode),
+    }
+
+
+def _controls(data: DashboardData, values: dict[str, Any]) -> Any:
     from dash import dcc, html
 
     opts = control_options(data)
-    gpus = init.get("gpus") or list(defaults.gpus)
+    gpus = values[ids.GPUS]
     primary = [o for o in opts["gpus"] if o["value"] in gpus]
-    first = init.get("primary") if init.get("primary") in gpus else gpus[0] if gpus else None
-    lo, hi = sorted((init.get("m_lo", 1), init.get("m_hi", BATCH_SIZES[-1])))
+    first, lo, hi = values[ids.PRIMARY], values[ids.BATCH_LO], values[ids.BATCH_HI]
     return html.Div(
         [
             _control(
@@ -106,44 +125,44 @@ def _controls(data: DashboardData, defaults: Defaults, init: dict[str, Any]) -> 
             ),
             _control(
                 "Scheme(s)",
-                dcc.Dropdown(id=ids.SCHEMES, options=opts["schemes"], value=init.get("schemes", list(defaults.schemes)),
+                dcc.Dropdown(id=ids.SCHEMES, options=opts["schemes"], value=values[ids.SCHEMES],
                              multi=True),  # fmt: skip
                 "300px",
             ),
             _control(
                 "Measured points",
-                dcc.RadioItems(id=ids.KERNEL_VIEW, options=KERNEL_VIEW_OPTIONS, value=init.get("kernel_view", "best"),
+                dcc.RadioItems(id=ids.KERNEL_VIEW, options=KERNEL_VIEW_OPTIONS, value=values[ids.KERNEL_VIEW],
                                inline=True),  # fmt: skip
                 "300px",
             ),
             _control(
                 "Kernel(s) (empty = all)",
-                dcc.Dropdown(id=ids.KERNELS, options=opts["kernels"], value=init.get("kernels", []), multi=True,
+                dcc.Dropdown(id=ids.KERNELS, options=opts["kernels"], value=values[ids.KERNELS], multi=True,
                              placeholder="all kernels"),  # fmt: skip
                 "260px",
             ),
             _control(
                 "Shape N×K or model",
-                dcc.Dropdown(id=ids.SHAPE, options=opts["shapes"], value=init.get("shape", defaults.shape),
+                dcc.Dropdown(id=ids.SHAPE, options=opts["shapes"], value=values[ids.SHAPE],
                              clearable=False),  # fmt: skip
                 "220px",
             ),
             _control(
                 "Baseline",
-                dcc.Dropdown(id=ids.BASELINE, options=opts["baselines"], value=init.get("baseline", defaults.baseline),
+                dcc.Dropdown(id=ids.BASELINE, options=opts["baselines"], value=values[ids.BASELINE],
                              clearable=False),  # fmt: skip
                 "200px",
             ),
             _control("Batch M range (type a batch size or drag)", _batch_control(lo, hi), "380px"),
             _control(
                 "Prediction tier",
-                dcc.RadioItems(id=ids.TIER, options=tier_options(data), value=init.get("tier", defaults.tier),
+                dcc.RadioItems(id=ids.TIER, options=tier_options(data), value=values[ids.TIER],
                                inline=True),  # fmt: skip
                 "300px",
             ),
             _control(
                 "Cache",
-                dcc.RadioItems(id=ids.MODE, options=MODE_OPTIONS, value=init.get("mode", defaults.mode), inline=True),
+                dcc.RadioItems(id=ids.MODE, options=MODE_OPTIONS, value=values[ids.MODE], inline=True),
                 "160px",
             ),
         ],
@@ -151,7 +170,7 @@ def _controls(data: DashboardData, defaults: Defaults, init: dict[str, Any]) -> 
     )
 
 
-def _graph(view: str) -> Any:
+def _graph(view: str, filled: dict[tuple[str, str], Any]) -> Any:
     from dash import dcc
 
     height = GRAPH_HEIGHTS.get(view, "600px")
@@ -159,7 +178,7 @@ def _graph(view: str) -> Any:
         id=ids.FIGURES[view],
         style={"height": height},
         config={**GRAPH_CONFIG, "toImageButtonOptions": {**GRAPH_CONFIG["toImageButtonOptions"], "filename": view}},
-        figure={"data": [], "layout": {}},
+        figure=filled.get((ids.FIGURES[view], "figure"), {"data": [], "layout": {}}),
     )
 
 
@@ -169,13 +188,13 @@ def _tab(value: str, children: list[Any]) -> Any:
     return dcc.Tab(label=TAB_LABELS[value], value=value, id=ids.tab_id(value), children=children)
 
 
-def _grid(component_id: str, height: str, page_size: int) -> Any:
+def _grid(component_id: str, height: str, page_size: int, filled: dict[tuple[str, str], Any]) -> Any:
     import dash_ag_grid as dag
 
     return dag.AgGrid(
         id=component_id,
-        columnDefs=[],
-        rowData=[],
+        columnDefs=filled.get((component_id, "columnDefs"), []),
+        rowData=filled.get((component_id, "rowData"), []),
         defaultColDef={"sortable": True, "filter": True, "resizable": True, "floatingFilter": True,
                        "wrapHeaderText": True, "autoHeaderHeight": True, "width": 118, "minWidth": 70},  # fmt: skip
         dashGridOptions={"pagination": True, "paginationPageSize": page_size, "enableCellTextSelection": True,
@@ -185,7 +204,7 @@ def _grid(component_id: str, height: str, page_size: int) -> Any:
     )
 
 
-def _views(view: str, compare: str) -> Any:
+def _views(view: str, compare: str, filled: dict[tuple[str, str], Any]) -> Any:
     from dash import dcc, html
 
     figures = []
@@ -193,18 +212,19 @@ def _views(view: str, compare: str) -> Any:
         if value == "compare":
             radio = dcc.RadioItems(id=ids.COMPARE_VIEW, options=COMPARE_OPTIONS, value=compare, inline=True,
                                    className="compare-view")  # fmt: skip
-            figures.append(_tab(value, [radio, _graph(value)]))
+            figures.append(_tab(value, [radio, _graph(value, filled)]))
         elif value == "hypotheses":
-            figures.append(_tab(value, [_grid(ids.HYPOTHESES, "720px", 50)]))
+            figures.append(_tab(value, [_grid(ids.HYPOTHESES, "720px", 50, filled)]))
         elif value == "table":
-            figures.append(_tab(value, [html.Div(id=ids.TABLE_COUNT, className="table-count"),
-                                        _grid(ids.TABLE, "720px", 25)]))  # fmt: skip
+            count = filled.get((ids.TABLE_COUNT, "children"))
+            figures.append(_tab(value, [html.Div(count, id=ids.TABLE_COUNT, className="table-count"),
+                                        _grid(ids.TABLE, "720px", 25, filled)]))  # fmt: skip
         else:
-            figures.append(_tab(value, [_graph(value)]))
+            figures.append(_tab(value, [_graph(value, filled)]))
     return dcc.Tabs(id=ids.TABS, value=view, children=figures)
 
 
-def _io_bar() -> Any:
+def _io_bar(filled: dict[tuple[str, str], Any]) -> Any:
     from dash import dcc, html
 
     return html.Div(
@@ -222,6 +242,7 @@ def _io_bar() -> Any:
             ),
             html.Div(id=ids.UPLOAD_MESSAGE, className="upload-message", role="status"),
             dcc.Store(id=ids.UPLOAD_STORE, storage_type="memory", data=[]),
+            dcc.Store(id=ids.FIGURE_KEYS, storage_type="memory", data=filled.get((ids.FIGURE_KEYS, "data"), {})),
             html.Span("Export the figure shown:", className="export-label"),
             html.Button("SVG", id=ids.EXPORT_SVG, n_clicks=0, className="btn btn-light"),
             html.Button("PNG", id=ids.EXPORT_PNG, n_clicks=0, className="btn btn-light"),
@@ -231,12 +252,18 @@ def _io_bar() -> Any:
     )
 
 
-def build_layout(data: DashboardData, defaults: Defaults, init: dict[str, Any] | None = None) -> Any:
+def build_layout(data: DashboardData, defaults: Defaults, init: dict[str, Any] | None = None,
+                 fill: Callable[[dict[str, Any], str, str], dict[tuple[str, str], Any]] | None = None) -> Any:
     """The whole page for one dataset, its controls set from `init` (urlstate.decode of the page's query string,
-    so a reload or a shared link restores the view) or the defaults; callbacks fill the figures."""
+    so a reload or a shared link restores the view) or the defaults. `fill(control values, view, compare view)`
+    gives (id, prop) -> value of what the open view shows (its figure or grid, the status line), so the page draws
+    with its first layout; callbacks fill the rest on a change."""
     from dash import dcc, html
 
     init = init or {}
+    values = control_values(data, defaults, init)
+    view, compare = init.get("view", "roofline"), init.get("compare", "time")
+    filled = fill(values, view, compare) if fill else {}
     return html.Div(
         [
             dcc.Location(id=ids.URL, refresh=False),
@@ -247,10 +274,10 @@ def build_layout(data: DashboardData, defaults: Defaults, init: dict[str, Any] |
                              className="subtitle"),  # fmt: skip
                 ]
             ),
-            _controls(data, defaults, init),
-            html.Div(id=ids.STATUS, className="status", role="status"),
-            _io_bar(),
-            _views(init.get("view", "roofline"), init.get("compare", "time")),
+            _controls(data, values),
+            html.Div(filled.get((ids.STATUS, "children")), id=ids.STATUS, className="status", role="status"),
+            _io_bar(filled),
+            _views(view, compare, filled),
         ],
         className="page",
     )

@@ -17,6 +17,7 @@ from models.errors import InputError
 from workbench.interfaces.dashboard import fig_batch, fig_diagnostics, fig_roofline, style
 from workbench.interfaces.dashboard.data import TIER_COLUMNS, DashboardData, Frames, kernel_rollup
 from workbench.interfaces.dashboard.queries import (
+    MAX_BATCH,
     Selection,
     effective_tier,
     gpu_label,
@@ -258,26 +259,46 @@ def _no_crossings() -> pd.DataFrame:
     return pd.DataFrame(columns=["label", "scheme", "M", "kind"])
 
 
+def _speedup_table(data: DashboardData, frames: Frames, sel: Selection, gpu: str) -> pd.DataFrame | None:
+    """workbench.analysis.speedup's table over the baseline for one GPU (None: nothing measured, or the baseline
+    was not measured here)."""
+    from workbench.analysis.speedup import pair_speedups, speedups
+
+    everything = replace(sel, schemes=tuple(str(x) for x in frames.latest["scheme"].unique()), kernels=())
+    pool = select_measured(frames.latest, data, everything, (gpu,))
+    if pool.empty:
+        return None
+    try:
+        if sel.best and not sel.kernels:  # each scheme's fastest kernel at each point over the baseline
+            parts = [pair_speedups(pool, scheme, sel.baseline) for scheme in sel.schemes]
+            parts = [p for p in parts if not p.empty]
+            return pd.concat(parts, ignore_index=True) if parts else speedups(pool.iloc[0:0], baseline=sel.baseline)
+        return speedups(pool, baseline=sel.baseline)
+    except InputError:  # the baseline was not measured here
+        return None
+
+
 def _measured_speedup(
     data: DashboardData, frames: Frames, sel: Selection, gpu: str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(kernel, scheme, M, speedup) over the baseline kernel and the measured crossovers, from
     workbench.analysis.speedup."""
-    from workbench.analysis.speedup import crossovers, pair_speedups, speedups
+    from workbench.analysis.speedup import crossovers
 
     empty = pd.DataFrame(columns=["kernel", "scheme", "M", "speedup"])
-    everything = replace(sel, schemes=tuple(str(x) for x in frames.latest["scheme"].unique()), kernels=())
-    pool = select_measured(frames.latest, data, everything, (gpu,))
-    if pool.empty:
+    # every row is one point (gpu, N, K, mode, M): the table over every batch, cut to the range, is the same table;
+    # it is cached per (uploads, GPU, selection less the batch range and the tier), which a tier change keeps
+    wide = replace(sel, m_lo=1, m_hi=MAX_BATCH, tier="")
+    key = (frames.uploads, gpu, wide)
+    if key not in data.speedup_tables:
+        if len(data.speedup_tables) >= 256:
+            data.speedup_tables.clear()
+        data.speedup_tables[key] = _speedup_table(data, frames, wide, gpu)
+    table = data.speedup_tables[key]
+    if table is None:
         return empty, _no_crossings()
-    try:
-        if sel.best and not sel.kernels:  # each scheme's fastest kernel at each point over the baseline
-            parts = [pair_speedups(pool, scheme, sel.baseline) for scheme in sel.schemes]
-            parts = [p for p in parts if not p.empty]
-            table = pd.concat(parts, ignore_index=True) if parts else speedups(pool.iloc[0:0], baseline=sel.baseline)
-        else:
-            table = speedups(pool, baseline=sel.baseline)
-    except InputError:  # the baseline was not measured here
+    table = table[(table["M"] >= sel.m_lo) & (table["M"] <= sel.m_hi)]
+    if table.empty:
         return empty, _no_crossings()
     keep = table["scheme"].isin(sel.schemes) & (table["kernel"] != table["baseline_kernel"])
     if sel.kernels:

@@ -42,7 +42,13 @@ def layer_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str, b
     tier = effective_tier(data, gpu, sel.tier, data.predictions)
     rows = []
     if tier == "kernel":
-        layers = model_layers_kernel_tier(sel.model, gpu, list(sel.schemes), [batch], data.calibrations, data.params)
+        key = (sel.model, gpu, sel.schemes, batch)
+        if key not in data.kernel_layers:  # ~1 s at 100k rows: once per selection and process
+            if len(data.kernel_layers) >= 256:
+                data.kernel_layers.clear()
+            data.kernel_layers[key] = model_layers_kernel_tier(sel.model, gpu, list(sel.schemes), [batch],
+                                                               data.calibrations, data.params)  # fmt: skip
+        layers = data.kernel_layers[key]
         rows += [{"scheme": r.scheme, "source": "predicted", "layer": r.layer, "time_s": r.time_s}
                  for r in layers.itertuples(index=False)]
     for scheme in sel.schemes if tier != "kernel" else ():

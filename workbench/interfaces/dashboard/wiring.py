@@ -64,31 +64,26 @@ def wire(app: Any, state: cb.AppState, guard: Any) -> None:
         return no_update if value is None else value
 
     keyed = list(urlstate.KEYS.items())
-    main_outputs = [
-        *[Output(c, "figure") for c in ids.FIGURES.values()],
-        Output(ids.STATUS, "children"),
-        Output(ids.URL, "search"),
-        Output(ids.TABLE, "rowData"),
-        Output(ids.TABLE, "columnDefs"),
-        Output(ids.TABLE_COUNT, "children"),
-        Output(ids.HYPOTHESES, "rowData"),
-        Output(ids.HYPOTHESES, "columnDefs"),
-    ]
+    # the page's first layout carries these for the view it opens on (factory.layout), so nothing fires on load
+    main_outputs = [*[(c, "figure") for c in ids.FIGURES.values()], (ids.STATUS, "children"), (ids.URL, "search"),
+                    (ids.TABLE, "rowData"), (ids.TABLE, "columnDefs"), (ids.TABLE_COUNT, "children"),
+                    (ids.HYPOTHESES, "rowData"), (ids.HYPOTHESES, "columnDefs"), (ids.FIGURE_KEYS, "data")]  # fmt: skip
 
-    @app.callback(main_outputs, *controls, store, tab, Input(ids.COMPARE_VIEW, "value"), State(ids.URL, "search"))
+    @app.callback([Output(c, p) for c, p in main_outputs], *controls, store, tab, Input(ids.COMPARE_VIEW, "value"),
+                  State(ids.URL, "search"), State(ids.FIGURE_KEYS, "data"), prevent_initial_call=True)  # fmt: skip
     @safe
     def _main(*values: Any) -> Any:
-        """Everything one control change needs, in one request: the open tab's figure (or grid), the status line
-        and the query string."""
+        """Everything one control change needs, in one request: the open tab's figure (unless the page already
+        holds it) or grid, the status line and the query string."""
         n = cb.N_CONTROLS
-        controls_, tokens, view, compare, search = values[:n], values[n], values[n + 1], values[n + 2], values[n + 3]
-        figures = [nothing(f) for f in cb.visible_figures(state, view, controls_, tokens, compare)]
+        controls_, tokens, view, compare, search, held = values[:n], *values[n : n + 5]
+        out = cb.page_outputs(state, view, controls_, tokens, compare, held)
         by_id = dict(zip(cb.CONTROLS, controls_, strict=True)) | {ids.TABS: view, ids.COMPARE_VIEW: compare}
         query = urlstate.encode({key: by_id.get(cid) for key, (cid, _) in keyed})
-        table_out = cb.grid_rows(state, controls_, tokens) if view == "table" else (no_update,) * 3
-        hyp_out = cb.hypotheses_table(state, controls_[0], tokens) if view == "hypotheses" else (no_update,) * 2
-        status = cb.status(state, controls_, tokens)
-        return [*figures, status, query if query != search else no_update, *table_out, *hyp_out]
+        out[(ids.URL, "search")] = query if query != search else None
+        if out[(ids.FIGURE_KEYS, "data")] == held:
+            out[(ids.FIGURE_KEYS, "data")] = None
+        return [nothing(out.get(key)) for key in main_outputs]
 
     @app.callback(Output(ids.GPUS, "options"), Output(ids.KERNELS, "options"), Output(ids.SHAPE, "options"),
                   Output(ids.BASELINE, "options"), store, prevent_initial_call=True)  # fmt: skip
