@@ -103,7 +103,7 @@ class WgW8Runner(WgmmaRunner):
     def __init__(self, spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None = None,
                  options: tuple[str, ...] = (), grid: str = "rule"):
         super().__init__(spec, per_sm, tile, options, None, grid)
-        self._cache = problems.PackedCache()
+        self._cache = problems.PackedCache(spec.name)  # weights packed once per shape, shared by every batch
 
     def config(self, M: int, N: int, K: int) -> TileConfig:
         return w8_tile_config(M, self.tile)

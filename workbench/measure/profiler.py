@@ -27,7 +27,7 @@ from workbench.measure.nvml import ClockSummary, NvmlSampler
 from workbench.measure.timing import PointTiming, TimingConfig, measure
 from workbench.storage import store
 from workbench.storage.locks import point_flags
-from workbench.storage.schema import SCHEMA_VERSION
+from workbench.storage.schema import ADDED_COLUMNS, SCHEMA_VERSION
 
 DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_MODEL = "llama-2-7b"
@@ -198,6 +198,7 @@ def make_row(env: Environment, point: Point, t: PointTiming, clocks: ClockSummar
         "N": point.shape.N,
         "K": point.shape.K,
         "group_size": int(scheme.group_size),
+        **{c: point.M if v is None else v for c, v in ADDED_COLUMNS.items()},  # a dense layer (MoE: setup.columns)
         "bytes": float(t.bytes) if t.bytes > 0 else float(tr.bytes),
         "flops": float(tr.flops),
         "mode": mode,
