@@ -78,7 +78,7 @@ def profile_moe(moe: str | None, routing: str | None, routing_seed: str | None, 
 
     from models.paths import dataset_dir
     from workbench.interfaces import cli_args
-    from workbench.interfaces.sweep_report import default_out, phase_table, summary
+    from workbench.interfaces.sweep_report import default_out, report
     from workbench.measure import moe_points
     from workbench.measure.profiler import DEFAULT_BATCHES, calibration_clock, run_sweep
     from workbench.measure.timing import TimingConfig
@@ -125,12 +125,4 @@ def profile_moe(moe: str | None, routing: str | None, routing_seed: str | None, 
                        sampler=NvmlSampler(uuid=env.gpu_uuid or None), runner_factory=moe_points.runner_factory,
                        calibration_sm_clock_hz=calibration_clock(env, calibration_dir or root / "calibration"),
                        fresh=fresh, progress=progress)
-    if result.skipped_done:
-        print(f"resumed: {result.skipped_done} points were already in {out}")
-    for line in result.refused:
-        print(f"skipped: {line}")
-    summary(result, result.run_id)
-    phase_table(result)
-    print(f"measured {result.measured} points in {result.wall_s:.1f}s")
-    if result.failed:
-        print(f"{len(result.failed)} points failed (see above)")
+    report(result, out)

@@ -17,7 +17,7 @@ from models.errors import InputError
 from models.paths import dataset_dir
 from models.schemes import GROUP_SIZES
 from workbench.interfaces import cli_args
-from workbench.interfaces.sweep_report import default_out, format_phases, phase_table, summary
+from workbench.interfaces.sweep_report import default_out, report
 from workbench.measure.environment import detect, require_gpu
 from workbench.measure.profiler import (
     DEFAULT_BATCHES,
@@ -143,15 +143,7 @@ def profile(
             sys.stderr.flush()
             os._exit(1)
         raise typer.Exit(1) from None
-    if result.skipped_done:
-        print(f"resumed: {result.skipped_done} points were already in {out}")
-    for line in result.refused:
-        print(f"skipped: {line}")
-    summary(result, result.run_id)
-    phase_table(result)
-    print(f"measured {result.measured} points in {result.wall_s:.1f}s: {format_phases(result)}")
-    if result.failed:
-        print(f"{len(result.failed)} points failed (see above)")
+    report(result, out)
 
 
 def calibrate(

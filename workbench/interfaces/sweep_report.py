@@ -55,3 +55,16 @@ def summary(result: SweepResult, run_id: str) -> None:
         table.add_row(str(kernel), str(len(g)), f"{t * 1e6:.1f}", f"{bw / 1e9:.0f}", f"{g['spread_rel'].max():.2%}",
                       f"{g['ref_error_rel'].max():.1e}", str(int(g["throttled"].fillna(False).sum())))
     Console().print(table)
+
+
+def report(result: SweepResult, out: Path) -> None:
+    """What a finished sweep prints: resumed and skipped points, the per-kernel summary, where the time went."""
+    if result.skipped_done:
+        print(f"resumed: {result.skipped_done} points were already in {out}")
+    for line in result.refused:
+        print(f"skipped: {line}")
+    summary(result, result.run_id)
+    phase_table(result)
+    print(f"measured {result.measured} points in {result.wall_s:.1f}s: {format_phases(result)}")
+    if result.failed:
+        print(f"{len(result.failed)} points failed (see above)")
