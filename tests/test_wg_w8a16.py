@@ -148,3 +148,21 @@ def test_the_profiler_lists_them_and_skips_them_below_sm_90():
     assert {(p.spec.name, p.M) for p in points} >= {("wg_w8a16", 64), ("wg_w8a16_bf16", 256)}
     assert not [p for p in plan(specs, [Shape("", 4096, 4096)], [64], cc=80) if p.spec.name.startswith("wg_")]
     assert any(line.startswith("wg_w8a16 needs sm_90 only") for line in unsupported(specs, 80))
+
+
+def test_the_gpu_tests_forced_tiles_each_fit_two_cases():
+    """tests/test_wg_w8a16_gpu.py skips a forced tile where its shared memory cannot hold the batch tile; each form it
+    lists must still run at two cases (a 6-stage 256-byte tile at BM = 128 asks 246,784 bytes and ran at none)."""
+    from tests.test_wg_w8a16_gpu import OTHER_TILES, TILE_CASES
+
+    for tile in OTHER_TILES:
+        ran = 0
+        for name in ("wg_w8a16", "wg_w8a16_bf16"):
+            runner = wg_w8a16.make_runner(registry.get(name), tile=wgmma.parse_tile(tile))
+            for M, (N, K) in TILE_CASES:
+                try:
+                    runner.check(M, N, K)
+                except InputError:
+                    continue
+                ran += 1
+        assert ran >= 2, tile

@@ -23,6 +23,11 @@ TOL = {"wg_w8a16": 2e-3, "wg_w8a16_bf16": 4e-3}
 EDGES = ((128, 64), (128, 128), (384, 192), (1152, 4096 + 64), (2944, 1472))
 LLM = ((22016, 4096), (4096, 11008), (4096, 4096), (12288, 4096))
 BATCHES = (1, 16, 17, 32, 33, 64, 100, 128, 129, 255, 256)
+# forced tile forms and the cases they run at (a tile whose shared memory cannot hold the batch tile is skipped there;
+# tests/test_wg_w8a16.py checks on the CPU that each runs at two cases at least)
+OTHER_TILES = ("1x8x256xt2", "1x4x128xt2", "2x6x256xt1", "2x8x128xt1", "1x5x256xt1@128", "2x5x128xt1@256",
+               "1x4x256xt2@128")
+TILE_CASES = ((5, (4096, 4096)), (77, (22016, 4096)), (256, (4096, 11008)))
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +76,7 @@ def test_llm_layers(hopper, name, M):
         _error(hopper, runner, M, N, K)
 
 
-@pytest.mark.parametrize("tile", ["1x8x256xt2", "1x4x128xt2", "2x6x256xt1", "2x8x128xt1", "1x6x256xt1@128",
-                                  "2x5x128xt1@256", "1x4x256xt2@128"])
+@pytest.mark.parametrize("tile", OTHER_TILES)
 def test_other_tiles(hopper, tile):
     from kernels import registry
     from kernels.wgmma import wg_w8a16, wgmma
@@ -81,7 +85,7 @@ def test_other_tiles(hopper, tile):
     ran = 0
     for name in NAMES:
         runner = wg_w8a16.make_runner(registry.get(name), tile=wgmma.parse_tile(tile))
-        for M, (N, K) in ((5, (4096, 4096)), (77, (22016, 4096)), (256, (4096, 11008))):
+        for M, (N, K) in TILE_CASES:
             try:
                 runner.check(M, N, K)  # a forced tile may not fit the batch tile M takes (shared memory)
             except InputError:
