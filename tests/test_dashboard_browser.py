@@ -229,6 +229,20 @@ def test_one_control_change_recomputes_only_the_open_view(page):
     _toggle(page, ids.SCHEMES, "fp32")
 
 
+def test_moe_view_follows_its_controls_and_the_url(page):
+    _tab(page, "moe")
+    _wait_traces(page, ids.MOE)
+    assert "Qwen3-30B-A3B" in _figure(page, ids.MOE)["title"]
+    assert any("touched experts" in n for n in _figure(page, ids.MOE)["names"])
+    page.locator(f"#{ids.MOE_ROUTING} input[value='zipf:1']").check()
+    page.wait_for_function("() => document.querySelector('#fig-moe .js-plotly-plot').layout.title.text"
+                           ".includes('zipf:1 routing')")  # fmt: skip
+    page.wait_for_function("() => location.search.includes('moe_routing=zipf:1')")
+    page.locator(f"#{ids.MOE_ROUTING} input[value='uniform']").check()
+    page.wait_for_function("() => location.search.includes('moe_routing=uniform')")
+    _tab(page, "roofline")
+
+
 def test_primary_gpu_is_chosen_explicitly(page):
     _tab(page, "roofline")
     _toggle(page, ids.GPUS, "h200-sxm")  # removed: the H100 (no measurements) becomes primary

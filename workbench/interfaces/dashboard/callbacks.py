@@ -18,7 +18,16 @@ from typing import Any
 import pandas as pd
 
 from models.errors import InputError
-from workbench.interfaces.dashboard import ids, style, table, views, views_breakdown, views_lessons, views_public
+from workbench.interfaces.dashboard import (
+    ids,
+    style,
+    table,
+    views,
+    views_breakdown,
+    views_lessons,
+    views_moe,
+    views_public,
+)
 from workbench.interfaces.dashboard.data import DashboardData, Frames, UploadRegistry, parse_upload, session_frames
 from workbench.interfaces.dashboard.queries import Selection, control_options, make_selection, status_lines
 from workbench.interfaces.dashboard.uploads import MB, UPLOAD_LIMIT_BYTES, UPLOAD_LIMIT_MB
@@ -117,11 +126,16 @@ BUILDERS = {
 }
 
 
-def _figure_key(state: AppState, view: str, controls: tuple[Any, ...], tokens: Any, compare_view: Any) -> tuple:
+def _figure_key(state: AppState, view: str, controls: tuple[Any, ...], tokens: Any, compare_view: Any,
+                moe: Any = None) -> tuple:
+    """(view, selection, uploads, the view's own option: the comparison view, or the MoE view's MoeOptions)."""
     if view not in ids.FIGURES:
         raise InputError(f"unknown view {view!r}")
-    compare_view = compare_view if compare_view in ids.COMPARE_VIEWS else "time"
-    return (view, state.selection(*controls), state.key(tokens), compare_view if view == "compare" else "")
+    if view == "moe":
+        option: Any = views_moe.options(*(moe if isinstance(moe, list | tuple) and len(moe) == 3 else ()))
+    else:
+        option = (compare_view if compare_view in ids.COMPARE_VIEWS else "time") if view == "compare" else ""
+    return (view, state.selection(*controls), state.key(tokens), option)
 
 
 def figure_token(key: tuple) -> str:
@@ -132,10 +146,13 @@ def figure_token(key: tuple) -> str:
     return hashlib.blake2b(repr(key).encode(), digest_size=8, salt=TOKEN_SALT).hexdigest()
 
 
-def view_figure(state: AppState, view: str, controls: tuple[Any, ...], tokens: Any, compare_view: Any = "time"):
-    """The figure of one view (a key of ids.FIGURES) for raw control values in CONTROLS order."""
-    key = _figure_key(state, view, controls, tokens, compare_view)
-    _, sel, _, compare_view = key
+def view_figure(state: AppState, view: str, controls: tuple[Any, ...], tokens: Any, compare_view: Any = "time",
+                moe: Any = None):
+    """The figure of one view (a key of ids.FIGURES) for raw control values in CONTROLS order (`moe`: the MoE
+    view's model, layer and routing)."""
+    key = _figure_key(state, view, controls, tokens, compare_view, moe)
+    _, sel, _, option = key
+    compare_view = option if view == "compare" else ""
 
     def build() -> Any:
         frames = state.frames(tokens)
@@ -145,13 +162,15 @@ def view_figure(state: AppState, view: str, controls: tuple[Any, ...], tokens: A
             return _safe(lambda: views_public.public_view(state.data, sel), "GPU comparison")
         if view == "compare":
             return _safe(lambda: views.compare_view(state.data, frames, sel, compare_view or "time"), "GPU comparison")
+        if view == "moe":
+            return _safe(lambda: views_moe.moe_view(state.data, frames, sel, option), "MoE experts")
         return _safe(lambda: BUILDERS[view](state.data, frames, sel), view)
 
     return state.figure(key, build)
 
 
 def visible_figures(state: AppState, tab: Any, controls: tuple[Any, ...], tokens: Any, compare_view: Any,
-                    held: Any = None) -> tuple[list, dict[str, str]]:
+                    held: Any = None, moe: Any = None) -> tuple[list, dict[str, str]]:
     """One output per figure: the open tab's figure, `None` (no update) for the others and for a figure the page
     already holds (`held`: view -> figure token); and the page's figure tokens after this answer."""
     held = dict(held) if isinstance(held, dict) else {}
@@ -160,17 +179,17 @@ def visible_figures(state: AppState, tab: Any, controls: tuple[Any, ...], tokens
         if view != tab:
             out.append(None)
             continue
-        token = figure_token(_figure_key(state, view, controls, tokens, compare_view))
-        out.append(None if held.get(view) == token else view_figure(state, view, controls, tokens, compare_view))
+        token = figure_token(_figure_key(state, view, controls, tokens, compare_view, moe))
+        out.append(None if held.get(view) == token else view_figure(state, view, controls, tokens, compare_view, moe))
         held[view] = token
     return out, held
 
 
 def page_outputs(state: AppState, view: Any, controls: tuple[Any, ...], tokens: Any, compare: Any,
-                 held: Any = None) -> dict[tuple[str, str], Any]:
+                 held: Any = None, moe: Any = None) -> dict[tuple[str, str], Any]:
     """(component id, prop) -> value for what one control change updates: the open tab's figure (unless the page
     holds it) or grid, the status line and the page's figure tokens. The page's first layout carries the same."""
-    figures, held = visible_figures(state, view, controls, tokens, compare, held)
+    figures, held = visible_figures(state, view, controls, tokens, compare, held, moe)
     out: dict[tuple[str, str], Any] = {(ids.FIGURES[v], "figure"): f for v, f in zip(ids.FIGURES, figures, strict=True)
                                        if f is not None}  # fmt: skip
     out[(ids.FIGURE_KEYS, "data")] = held

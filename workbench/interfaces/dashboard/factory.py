@@ -78,8 +78,9 @@ def create_app(data_dir: str | Path | None = None) -> Any:
 
     state = AppState(data)
 
-    def fill(values: dict[str, Any], view: str, compare: str) -> dict[tuple[str, str], Any]:
-        return page_outputs(state, view, tuple(values[c] for c in CONTROLS), [], compare)
+    def fill(values: dict[str, Any], view: str, compare: str, moe: Any) -> dict[tuple[str, str], Any]:
+        return page_outputs(state, view, tuple(values[c] for c in CONTROLS), [], compare,
+                            moe=(moe.model, moe.layer, moe.routing))
 
     def layout() -> Any:
         return build_layout(data, defaults, urlstate.decode(page_query(), data), fill)
@@ -103,7 +104,7 @@ def warm_up(state: AppState, defaults: Any) -> None:
 
     controls = (list(defaults.gpus), defaults.gpus[0] if defaults.gpus else None, list(defaults.schemes), [], "best",
                 defaults.shape, 1, 256, defaults.baseline, defaults.tier, defaults.mode)  # fmt: skip
-    for view in ids.FIGURES:
+    for view in (v for v in ids.FIGURES if v not in ids.LAZY):
         view_figure(state, view, controls, []).to_plotly_json()
 
 

@@ -17,6 +17,9 @@ TIER = "ctl-tier"
 MODE = "ctl-mode"
 COMPARE_VIEW = "ctl-compare-view"
 COMPARE_VIEWS = ("time", "speedup", "roofline", "public")  # the values of COMPARE_VIEW
+MOE_MODEL = "ctl-moe-model"  # the MoE view's own controls (views_moe)
+MOE_LAYER = "ctl-moe-layer"
+MOE_ROUTING = "ctl-moe-routing"
 URL = "url"
 
 # status lines
@@ -36,6 +39,7 @@ LADDER = "fig-ladder"
 CLOCKS = "fig-clocks"
 GPU_COMPARE = "fig-gpu-compare"
 ROLLUP = "fig-rollup"
+MOE = "fig-moe"
 HYPOTHESES = "tbl-hypotheses"
 TABLE = "tbl-comparison"
 TABLE_COUNT = "tbl-count"
@@ -62,6 +66,7 @@ TAB_VALUES = (
     "clocks",
     "compare",
     "rollup",
+    "moe",
     "hypotheses",
     "table",
 )
@@ -77,7 +82,9 @@ FIGURES = {
     "clocks": CLOCKS,
     "compare": GPU_COMPARE,
     "rollup": ROLLUP,
+    "moe": MOE,
 }
+LAZY = ("moe",)  # views not built before their tab is first opened (factory.warm_up leaves them out)
 
 
 def tab_id(value: str) -> str:

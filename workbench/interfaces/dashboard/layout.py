@@ -39,12 +39,13 @@ TAB_LABELS = {
     "clocks": "Clocks",
     "compare": "GPU comparison",
     "rollup": "Whole model",
+    "moe": "MoE experts",
     "hypotheses": "Hypotheses",
     "table": "Data table",
 }
 GRAPH_HEIGHTS = {"roofline": "640px", "error": "auto", "attribution": "auto", "recommend": "560px", "quant": "600px",
                  "ladder": "680px", "clocks": "660px",
-                 "compare": "560px", "rollup": "auto"}  # fmt: skip
+                 "compare": "560px", "rollup": "auto", "moe": "740px"}  # fmt: skip
 
 
 def _control(label: str, component: Any, width: str = "220px") -> Any:
@@ -204,7 +205,26 @@ def _grid(component_id: str, height: str, page_size: int, filled: dict[tuple[str
     )
 
 
-def _views(view: str, compare: str, filled: dict[tuple[str, str], Any]) -> Any:
+def _moe_controls(moe: Any) -> Any:
+    """The MoE view's own controls: model, layer(s), routing (views_moe)."""
+    from dash import dcc, html
+
+    from workbench.interfaces.dashboard import views_moe
+    from workbench.interfaces.dashboard.views_moe import LAYER_LABELS, ROUTINGS
+
+    models = [{"label": m, "value": m} for m in views_moe.moe_models()]
+    return html.Div([
+        _control("MoE model", dcc.Dropdown(id=ids.MOE_MODEL, options=models, value=moe.model, clearable=False),
+                 "220px"),
+        _control("Expert layer(s)", dcc.RadioItems(id=ids.MOE_LAYER, value=moe.layer, inline=True,
+                                                   options=[{"label": v, "value": k} for k, v in LAYER_LABELS.items()]),
+                 "300px"),
+        _control("Routing", dcc.RadioItems(id=ids.MOE_ROUTING, value=moe.routing, inline=True,
+                                           options=[{"label": r, "value": r} for r in ROUTINGS]), "300px"),
+    ], className="controls moe-controls")  # fmt: skip
+
+
+def _views(view: str, compare: str, filled: dict[tuple[str, str], Any], moe: Any) -> Any:
     from dash import dcc, html
 
     figures = []
@@ -213,6 +233,8 @@ def _views(view: str, compare: str, filled: dict[tuple[str, str], Any]) -> Any:
             radio = dcc.RadioItems(id=ids.COMPARE_VIEW, options=COMPARE_OPTIONS, value=compare, inline=True,
                                    className="compare-view")  # fmt: skip
             figures.append(_tab(value, [radio, _graph(value, filled)]))
+        elif value == "moe":
+            figures.append(_tab(value, [_moe_controls(moe), _graph(value, filled)]))
         elif value == "hypotheses":
             figures.append(_tab(value, [_grid(ids.HYPOTHESES, "720px", 50, filled)]))
         elif value == "table":
@@ -253,7 +275,7 @@ def _io_bar(filled: dict[tuple[str, str], Any]) -> Any:
 
 
 def build_layout(data: DashboardData, defaults: Defaults, init: dict[str, Any] | None = None,
-                 fill: Callable[[dict[str, Any], str, str], dict[tuple[str, str], Any]] | None = None) -> Any:
+                 fill: Callable[[dict[str, Any], str, str, Any], dict[tuple[str, str], Any]] | None = None) -> Any:
     """The whole page for one dataset, its controls set from `init` (urlstate.decode of the page's query string,
     so a reload or a shared link restores the view) or the defaults. `fill(control values, view, compare view)`
     gives (id, prop) -> value of what the open view shows (its figure or grid, the status line), so the page draws
@@ -262,8 +284,11 @@ def build_layout(data: DashboardData, defaults: Defaults, init: dict[str, Any] |
 
     init = init or {}
     values = control_values(data, defaults, init)
+    from workbench.interfaces.dashboard.views_moe import options as moe_options
+
     view, compare = init.get("view", "roofline"), init.get("compare", "time")
-    filled = fill(values, view, compare) if fill else {}
+    moe = moe_options(init.get("moe_model"), init.get("moe_layer"), init.get("moe_routing"))
+    filled = fill(values, view, compare, moe) if fill else {}
     return html.Div(
         [
             dcc.Location(id=ids.URL, refresh=False),
@@ -277,7 +302,7 @@ def build_layout(data: DashboardData, defaults: Defaults, init: dict[str, Any] |
             _controls(data, values),
             html.Div(filled.get((ids.STATUS, "children")), id=ids.STATUS, className="status", role="status"),
             _io_bar(filled),
-            _views(view, compare, filled),
+            _views(view, compare, filled, moe),
         ],
         className="page",
     )

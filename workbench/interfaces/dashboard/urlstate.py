@@ -29,6 +29,9 @@ KEYS: dict[str, tuple[str, str]] = {
     "mode": (ids.MODE, "str"),
     "view": (ids.TABS, "str"),
     "compare": (ids.COMPARE_VIEW, "str"),
+    "moe_model": (ids.MOE_MODEL, "str"),
+    "moe_layer": (ids.MOE_LAYER, "str"),
+    "moe_routing": (ids.MOE_ROUTING, "str"),
 }
 MAX_QUERY = 4000  # characters; a longer query string is ignored
 
@@ -67,6 +70,7 @@ def _valid(data: DashboardData, key: str, value: str, known: dict[str, set[str]]
 def decode(search: Any, data: DashboardData) -> dict[str, Any]:
     """{query key: control value} for the keys present and valid in `search` ('?a=b&...')."""
     from models.schemes import SCHEME_NAMES
+    from workbench.interfaces.dashboard import views_moe
 
     if not isinstance(search, str) or not search or len(search) > MAX_QUERY:
         return {}
@@ -79,6 +83,9 @@ def decode(search: Any, data: DashboardData) -> dict[str, Any]:
         "mode": {"cold", "hot"},
         "view": set(ids.TAB_VALUES),
         "compare": set(ids.COMPARE_VIEWS),
+        "moe_model": set(views_moe.moe_models()),
+        "moe_layer": set(views_moe.LAYER_LABELS),
+        "moe_routing": set(views_moe.ROUTINGS),
     }
     out = {}
     for key, raw in parse_qs(search.lstrip("?"), keep_blank_values=False).items():

@@ -69,16 +69,20 @@ def wire(app: Any, state: cb.AppState, guard: Any) -> None:
                     (ids.TABLE, "rowData"), (ids.TABLE, "columnDefs"), (ids.TABLE_COUNT, "children"),
                     (ids.HYPOTHESES, "rowData"), (ids.HYPOTHESES, "columnDefs"), (ids.FIGURE_KEYS, "data")]  # fmt: skip
 
+    moe = [Input(c, "value") for c in (ids.MOE_MODEL, ids.MOE_LAYER, ids.MOE_ROUTING)]
+
     @app.callback([Output(c, p) for c, p in main_outputs], *controls, store, tab, Input(ids.COMPARE_VIEW, "value"),
-                  State(ids.URL, "search"), State(ids.FIGURE_KEYS, "data"), prevent_initial_call=True)  # fmt: skip
+                  *moe, State(ids.URL, "search"), State(ids.FIGURE_KEYS, "data"),
+                  prevent_initial_call=True)  # fmt: skip
     @safe
     def _main(*values: Any) -> Any:
         """Everything one control change needs, in one request: the open tab's figure (unless the page already
         holds it) or grid, the status line and the query string."""
         n = cb.N_CONTROLS
-        controls_, tokens, view, compare, search, held = values[:n], *values[n : n + 5]
-        out = cb.page_outputs(state, view, controls_, tokens, compare, held)
+        controls_, tokens, view, compare, *moe, search, held = values[:n], *values[n : n + 8]
+        out = cb.page_outputs(state, view, controls_, tokens, compare, held, moe)
         by_id = dict(zip(cb.CONTROLS, controls_, strict=True)) | {ids.TABS: view, ids.COMPARE_VIEW: compare}
+        by_id |= dict(zip((ids.MOE_MODEL, ids.MOE_LAYER, ids.MOE_ROUTING), moe, strict=True))
         query = urlstate.encode({key: by_id.get(cid) for key, (cid, _) in keyed})
         out[(ids.URL, "search")] = query if query != search else None
         if out[(ids.FIGURE_KEYS, "data")] == held:
