@@ -224,8 +224,8 @@ def test_one_control_change_recomputes_only_the_open_view(page):
     bodies = [json.loads(r.body()) for r in responses if r.status == 200]
     print(f"one control change: {len(responses)} callback requests, figures returned: "
           f"{[k for b in bodies for k, v in b.get('response', {}).items() if 'figure' in v]}")  # fmt: skip
-    figures = [k for b in bodies for k, v in b.get("response", {}).items() if "figure" in v]
-    assert figures == [ids.ROOFLINE], figures
+    figures = [json.loads(k) for b in bodies for k, v in b.get("response", {}).items() if "figure" in v]
+    assert figures == [ids.graph_id("roofline")], figures  # the mounted roofline graph, updated in place
     _toggle(page, ids.SCHEMES, "fp32")
 
 

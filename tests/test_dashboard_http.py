@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import base64
+import re
 
 import pytest
 
 pytest.importorskip("dash")
 
-from tests.dash_requests import call, initial_callbacks, layout_values  # noqa: E402
+from tests.dash_requests import call, initial_callbacks, key, layout_values  # noqa: E402
 from tests.dashboard_synthetic import synthetic_measurements, write_dataset  # noqa: E402
 from workbench.interfaces.dashboard import ids  # noqa: E402
 from workbench.interfaces.dashboard.factory import create_app  # noqa: E402
@@ -39,41 +40,94 @@ def test_page_layout_and_dependencies(app, client):
 
 
 def _views_key(app) -> str:
-    return next(k for k in app.callback_map if f"{ids.ROOFLINE}.figure" in k)
+    return next(k for k in app.callback_map if f"{ids.ROOFLINE}.children" in k)
+
+
+def _figure(body: dict, view: str):
+    """The open view's figure in a main-callback answer: mounted in its slot (first visit) or updated in place."""
+    response = body["response"]
+    if key(ids.graph_id(view)) in response:
+        return response[key(ids.graph_id(view))]["figure"]
+    if ids.FIGURES[view] in response:
+        return response[ids.FIGURES[view]]["children"][0]["props"]["figure"]
+    return None
+
+
+def _figures(body: dict) -> list[str]:
+    """The views whose figure an answer carries."""
+    return [v for v in ids.FIGURES if _figure(body, v) is not None]
+
+
+def _mount(values: dict, body: dict) -> None:
+    """Apply an answer to `values` as the page would: slots filled (their components' props), tokens kept."""
+
+    def walk(node) -> None:
+        if isinstance(node, list):
+            for child in node:
+                walk(child)
+        elif isinstance(node, dict) and "props" in node:
+            if "id" in node["props"]:
+                for p, v in node["props"].items():
+                    values[(key(node["props"]["id"]), p)] = v
+            walk(node["props"].get("children"))
+
+    for cid, props in body["response"].items():
+        for prop, value in props.items():
+            values[(cid, prop)] = value
+            if prop == "children" and cid in ids.SLOTS.values():
+                walk(value)
 
 
 def test_the_first_layout_draws_the_open_view_and_nothing_fires_on_load(app, client):
     assert initial_callbacks(app) == []  # the layout carries what the main callback would answer
     values = layout_values(app)
-    assert values[(ids.ROOFLINE, "figure")].to_plotly_json()["data"] and values[(ids.STATUS, "children")]
-    assert values[(ids.TIME, "figure")] == {"data": [], "layout": {}}  # other tabs: built on their first visit
-    assert list(values[(ids.FIGURE_KEYS, "data")]) == ["roofline"]
+    assert values[(key(ids.graph_id("roofline")), "figure")].to_plotly_json()["data"]
+    assert values[(ids.STATUS, "children")]
+    assert values[(ids.TIME, "children")] is None  # other views: mounted on their first visit
+    assert set(values[(ids.FIGURE_KEYS, "data")]) == {"roofline", "status"}
+    assert values[(ids.pane_id("roofline"), "className")] == "pane open"
+    assert values[(ids.pane_id("time"), "className")] == "pane"
     table = layout_values_for(app, client, "?view=table")
-    assert table[(ids.TABLE, "rowData")] and "rows" in table[(ids.TABLE_COUNT, "children")]
+    assert table[(key(ids.grid_id("table")), "rowData")] and "rows" in table[(key(ids.grid_note_id("table")),
+                                                                                "children")]  # fmt: skip
+    tag = re.compile(rb'<script src="[^"]*/dash_ag_grid/[^"]*\.js"')
+    assert tag.search(client.get("/?view=table").data)  # the grid is in the first layout: its bundle loads up front
+    assert not tag.search(client.get("/").data)  # else on a grid view's first visit (wiring.PANES_JS)
 
 
 def test_only_the_open_tab_is_computed(app, client):
     values = layout_values(app)
     status, body = call(client, app, _views_key(app), values)
-    assert status == 200 and not [k for k, v in body["response"].items() if "figure" in v]  # the page holds it
+    assert status == 200 and not _figures(body) and ids.STATUS not in body["response"]  # the page holds both
     values[(ids.FIGURE_KEYS, "data")] = {}
     status, body = call(client, app, _views_key(app), values)
-    figures = [k for k, v in body["response"].items() if "figure" in v]
-    assert status == 200 and figures == [ids.ROOFLINE] and ids.STATUS in body["response"]
-    values[(ids.FIGURE_KEYS, "data")] = body["response"][ids.FIGURE_KEYS]["data"]
-    values[(ids.TABS, "value")] = "speedup"
-    status, body = call(client, app, _views_key(app), values, [f"{ids.TABS}.value"])
-    assert [k for k, v in body["response"].items() if "figure" in v] == [ids.SPEEDUP]
+    assert status == 200 and _figures(body) == ["roofline"] and ids.STATUS in body["response"]
+    assert key(ids.graph_id("roofline")) in body["response"]  # mounted: updated in place
+    _mount(values, body)
+    values[(ids.OPEN_VIEW, "data")] = "speedup"
+    status, body = call(client, app, _views_key(app), values, [f"{ids.OPEN_VIEW}.data"])
+    assert _figures(body) == ["speedup"] and ids.SPEEDUP in body["response"]  # first visit: mounted in its slot
     assert ids.TABLE not in body["response"] and ids.HYPOTHESES not in body["response"]
-    assert set(body["response"][ids.FIGURE_KEYS]["data"]) == {"roofline", "speedup"}
-    values[(ids.TABS, "value")] = "table"
-    status, body = call(client, app, _views_key(app), values, [f"{ids.TABS}.value"])
-    assert not [k for k, v in body["response"].items() if "figure" in v]  # no figure on the table tab
-    assert body["response"][ids.TABLE]["rowData"] and "rows" in body["response"][ids.TABLE_COUNT]["children"]
-    values[(ids.TABS, "value")] = "roofline"
+    assert set(body["response"][ids.FIGURE_KEYS]["data"]) == {"roofline", "speedup", "status"}
+    _mount(values, body)
+    values[(ids.OPEN_VIEW, "data")] = "table"
+    status, body = call(client, app, _views_key(app), values, [f"{ids.OPEN_VIEW}.data"])
+    assert not _figures(body)  # no figure on the table tab
+    grid = body["response"][ids.TABLE]["children"][1]["props"]
+    assert grid["rowData"] and grid["id"] == ids.grid_id("table")
+    _mount(values, body)
+    values[(ids.OPEN_VIEW, "data")] = "roofline"
+    status, body = call(client, app, _views_key(app), values, [f"{ids.OPEN_VIEW}.data"])
+    assert not _figures(body) and set(body["response"]) == {ids.URL}  # revisited, unchanged: nothing to draw
+    values[(ids.URL, "search")] = body["response"][ids.URL]["search"]
     values[(ids.TIER, "value")] = "floor"
     status, body = call(client, app, _views_key(app), values, [f"{ids.TIER}.value"])
-    assert [k for k, v in body["response"].items() if "figure" in v] == [ids.ROOFLINE]  # a new selection: sent
+    assert _figures(body) == ["roofline"]  # a new selection: sent
+    _mount(values, body)
+    values[(ids.OPEN_VIEW, "data")] = "table"
+    status, body = call(client, app, _views_key(app), values, [f"{ids.OPEN_VIEW}.data"])
+    assert body["response"][key(ids.grid_id("table"))]["rowData"]  # the mounted grid: its rows in place
+    assert "rows" in body["response"][key(ids.grid_note_id("table"))]["children"]
 
 
 def test_url_follows_the_controls_and_the_layout_reads_it_back(app, client):
@@ -82,7 +136,7 @@ def test_url_follows_the_controls_and_the_layout_reads_it_back(app, client):
     values[(ids.BATCH_HI, "value")] = 64
     values[(ids.GPUS, "value")] = ["h100-sxm", "h200-sxm"]
     values[(ids.PRIMARY, "value")] = "h200-sxm"
-    values[(ids.TABS, "value")] = "time"
+    values[(ids.OPEN_VIEW, "data")] = "time"
     status, body = call(client, app, _views_key(app), values, [f"{ids.BATCH_LO}.value"])
     search = body["response"][ids.URL]["search"]
     assert "m_lo=4" in search and "m_hi=64" in search and "gpus=h100-sxm,h200-sxm" in search and "view=time" in search
@@ -90,7 +144,7 @@ def test_url_follows_the_controls_and_the_layout_reads_it_back(app, client):
     assert restored[(ids.BATCH_LO, "value")] == 4 and restored[(ids.BATCH_HI, "value")] == 64
     assert restored[(ids.BATCH, "value")] == [2, 6]
     assert restored[(ids.GPUS, "value")] == ["h100-sxm", "h200-sxm"] and restored[(ids.PRIMARY, "value")] == "h200-sxm"
-    assert restored[(ids.TABS, "value")] == "time"
+    assert restored[(ids.TABS, "value")] == "time" and restored[(ids.OPEN_VIEW, "data")] == "time"
     junk = layout_values_for(app, client, "?gpus=nope,h100-sxm&m_lo=abc&view=../../etc&tier=%00&shape=9x")
     assert junk[(ids.GPUS, "value")] == ["h100-sxm"] and junk[(ids.BATCH_LO, "value")] == 1
     assert junk[(ids.TABS, "value")] == "roofline"
@@ -108,9 +162,9 @@ def layout_values_for(app, client, search: str) -> dict:
                 walk(child)
         elif isinstance(node, dict) and "props" in node:
             props = node["props"]
-            if isinstance(props.get("id"), str):
+            if isinstance(props.get("id"), str | dict):
                 for prop, value in props.items():
-                    values[(props["id"], prop)] = value
+                    values[(key(props["id"]), prop)] = value
             walk(props.get("children"))
 
     walk(resp.get_json())
@@ -131,20 +185,21 @@ def test_primary_gpu_is_explicit(app, client):
     values[(ids.GPUS, "value")] = ["l40s", "h200-sxm"]
     values[(ids.PRIMARY, "value")] = "h200-sxm"
     status, body = call(client, app, _views_key(app), values)
-    assert "H200" in body["response"][ids.ROOFLINE]["figure"]["layout"]["title"]["text"]
+    assert "H200" in _figure(body, "roofline")["layout"]["title"]["text"]
 
 
 def test_figure_round_trip_follows_the_gpu(app, client):
     values = layout_values(app)
-    values[(ids.TABS, "value")] = "time"
+    values[(ids.OPEN_VIEW, "data")] = "time"
     status, body = call(client, app, _views_key(app), values)
-    figure = body["response"][ids.TIME]["figure"]
+    figure = _figure(body, "time")
     assert "H200" in figure["layout"]["title"]["text"]
     assert any("measured" in t["name"] for t in figure["data"])
     values[(ids.GPUS, "value")] = ["l40s"]
     values[(ids.PRIMARY, "value")] = None
+    _mount(values, body)
     status, body = call(client, app, _views_key(app), values, [f"{ids.GPUS}.value"])
-    figure = body["response"][ids.TIME]["figure"]
+    figure = _figure(body, "time")
     assert "L40S" in figure["layout"]["title"]["text"]
     assert figure["data"] and all("predicted" in t["name"] for t in figure["data"])
     assert "predictions only" in str(body["response"][ids.STATUS]["children"])
@@ -183,7 +238,7 @@ def test_fuzzed_callback_requests_never_give_a_500(app, client):
     assert sum(codes.values()) == 300
     values[(ids.FIGURE_KEYS, "data")] = {}
     status, body = call(client, app, _views_key(app), values)
-    assert status == 200 and body["response"][ids.ROOFLINE]["figure"]["data"]
+    assert status == 200 and _figure(body, "roofline")["data"]
 
 
 def test_a_request_over_the_cap_gets_the_upload_message(app, client):

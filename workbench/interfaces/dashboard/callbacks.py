@@ -169,37 +169,42 @@ def view_figure(state: AppState, view: str, controls: tuple[Any, ...], tokens: A
     return state.figure(key, build)
 
 
-def visible_figures(state: AppState, tab: Any, controls: tuple[Any, ...], tokens: Any, compare_view: Any,
-                    held: Any = None, moe: Any = None) -> tuple[list, dict[str, str]]:
-    """One output per figure: the open tab's figure, `None` (no update) for the others and for a figure the page
-    already holds (`held`: view -> figure token); and the page's figure tokens after this answer."""
-    held = dict(held) if isinstance(held, dict) else {}
-    out = []
-    for view in ids.FIGURES:
-        if view != tab:
-            out.append(None)
-            continue
-        token = figure_token(_figure_key(state, view, controls, tokens, compare_view, moe))
-        out.append(None if held.get(view) == token else view_figure(state, view, controls, tokens, compare_view, moe))
-        held[view] = token
-    return out, held
-
-
 def page_outputs(state: AppState, view: Any, controls: tuple[Any, ...], tokens: Any, compare: Any,
-                 held: Any = None, moe: Any = None) -> dict[tuple[str, str], Any]:
-    """(component id, prop) -> value for what one control change updates: the open tab's figure (unless the page
-    holds it) or grid, the status line and the page's figure tokens. The page's first layout carries the same."""
-    figures, held = visible_figures(state, view, controls, tokens, compare, held, moe)
-    out: dict[tuple[str, str], Any] = {(ids.FIGURES[v], "figure"): f for v, f in zip(ids.FIGURES, figures, strict=True)
-                                       if f is not None}  # fmt: skip
+                 held: Any = None, moe: Any = None, mounted: Any = ()) -> dict[tuple[Any, str], Any]:
+    """What one control change updates, as (component id, prop) -> value: the open view's graph or grid — its slot's
+    children (layout.view_graph / view_grid) when the page has not mounted it yet (`mounted`: the views whose slot
+    is filled), else its figure, rows or note in place ((ids.GRAPH | ids.GRID | ids.GRID_NOTE, view) keys) — unless
+    the page holds it already (`held`: view -> token, FIGURE_KEYS); the status line unless unchanged; and the page's
+    tokens after this answer. The page's first layout carries the same (nothing mounted)."""
+    from workbench.interfaces.dashboard import layout
+
+    held = dict(held) if isinstance(held, dict) else {}
+    out: dict[tuple[Any, str], Any] = {}
+    if view in ids.FIGURES:
+        token = figure_token(_figure_key(state, view, controls, tokens, compare, moe))
+        if view not in mounted:
+            out[(ids.SLOTS[view], "children")] = layout.view_graph(view, view_figure(state, view, controls, tokens,
+                                                                                     compare, moe))  # fmt: skip
+        elif held.get(view) != token:
+            out[(ids.GRAPH, view)] = view_figure(state, view, controls, tokens, compare, moe)
+        held[view] = token
+    elif view in ids.GRIDS:
+        token = figure_token(("grid", view, state.selection(*controls), state.key(tokens)))
+        if view not in mounted or held.get(view) != token:
+            if view == "table":
+                rows, columns, note = grid_rows(state, controls, tokens)
+            else:
+                (rows, columns), note = hypotheses_table(state, controls[0], tokens), None
+            if view not in mounted:
+                out[(ids.SLOTS[view], "children")] = layout.view_grid(view, rows, columns, note)
+            else:
+                out |= {(ids.GRID, view): (rows, columns), (ids.GRID_NOTE, view): note}
+        held[view] = token
+    status_token = figure_token(("status", state.selection(*controls), state.key(tokens)))
+    if held.get("status") != status_token:
+        out[(ids.STATUS, "children")] = status(state, controls, tokens)
+    held["status"] = status_token
     out[(ids.FIGURE_KEYS, "data")] = held
-    if view == "table":
-        rows, columns, note = grid_rows(state, controls, tokens)
-        out |= {(ids.TABLE, "rowData"): rows, (ids.TABLE, "columnDefs"): columns, (ids.TABLE_COUNT, "children"): note}
-    if view == "hypotheses":
-        rows, columns = hypotheses_table(state, controls[0], tokens)
-        out |= {(ids.HYPOTHESES, "rowData"): rows, (ids.HYPOTHESES, "columnDefs"): columns}
-    out[(ids.STATUS, "children")] = status(state, controls, tokens)
     return out
 
 

@@ -89,11 +89,36 @@ def create_app(data_dir: str | Path | None = None) -> Any:
     prefix = app.config.requests_pathname_prefix + "_dash-component-suites/"
     links = "\n        ".join(f'<link rel="preload" as="script" href="{prefix}{path}">' for path in PRELOAD)
     app.index_string = INDEX.replace("PRELOADS", links)
-    wire(app, state, guard)  # every callback: wiring imports callbacks, never the other way
+    grid_bundle = lazy_grid_bundle(app, data)
+    wire(app, state, guard, grid_bundle)  # every callback: wiring imports callbacks, never the other way
     warm_up(state, defaults)
     app.server.config["MAX_CONTENT_LENGTH"] = REQUEST_LIMIT_BYTES
     guard.install(app.server, TOO_LARGE)
     return app
+
+
+def lazy_grid_bundle(app: Any, data: Any) -> tuple[str, str]:
+    """Keep AG Grid's 1.3 MB bundle off the page (its `_js_dist` entry marked dynamic: still served, not loaded) and
+    say where it is: the page loads it on a grid view's first visit (wiring.PANES_JS), or up front when the URL
+    opens on a grid view (the first layout then holds the grid). Returns (its namespace, its URL)."""
+    import dash_ag_grid
+
+    from workbench.interfaces.dashboard import ids, urlstate
+
+    name = "dash_ag_grid.min.js"
+    for resource in dash_ag_grid._js_dist:  # one list, shared by the package's components
+        if resource.get("relative_package_path") == name:
+            resource["dynamic"] = True
+    url = f"{app.config.requests_pathname_prefix}_dash-component-suites/dash_ag_grid/{name}"
+    interpolate = app.interpolate_index
+
+    def index(**parts: Any) -> str:
+        if urlstate.decode(page_query(), data).get("view") in ids.GRIDS:
+            parts["scripts"] = parts.get("scripts", "") + f'\n<script src="{url}"></script>'
+        return interpolate(**parts)
+
+    app.interpolate_index = index
+    return "dash_ag_grid", url
 
 
 def warm_up(state: AppState, defaults: Any) -> None:

@@ -26,8 +26,15 @@ URL = "url"
 STATUS = "status-banner"
 UPLOAD_MESSAGE = "upload-message"
 
-# views
+# views: the tab headers (dcc.Tabs, no children) over one pane per view, each pane kept once drawn (shown or hidden by
+# its class); a pane's slot (the ids below, a Div) is filled on the view's first visit with its dcc.Graph or grid,
+# whose ids are pattern-matching dicts so the one callback can update whichever are mounted (ALL)
 TABS = "view-tabs"
+OPEN_VIEW = "store-open-view"  # the view the callbacks draw: set from TABS once what the view needs is loaded
+PANES = "view-panes"
+GRAPH = "view-graph"  # {"type": GRAPH, "view": v}: the dcc.Graph of view v
+GRID = "view-grid"  # {"type": GRID, "view": v}: the AG Grid of view v
+GRID_NOTE = "view-grid-note"  # {"type": GRID_NOTE, "view": v}: the line above a grid
 ROOFLINE = "fig-roofline"
 TIME = "fig-time"
 SPEEDUP = "fig-speedup"
@@ -85,8 +92,27 @@ FIGURES = {
     "moe": MOE,
 }
 LAZY = ("moe",)  # views not built before their tab is first opened (factory.warm_up leaves them out)
+GRIDS = {"hypotheses": HYPOTHESES, "table": TABLE}
+SLOTS = {**FIGURES, **GRIDS}  # view -> the id of the Div its graph or grid is mounted in
 
 
 def tab_id(value: str) -> str:
     """The id of the dcc.Tab showing one view."""
     return f"tab-{value}"
+
+
+def pane_id(value: str) -> str:
+    """The id of the Div holding one view (its own controls and its slot)."""
+    return f"pane-{value}"
+
+
+def graph_id(view: str) -> dict[str, str]:
+    return {"type": GRAPH, "view": view}
+
+
+def grid_id(view: str) -> dict[str, str]:
+    return {"type": GRID, "view": view}
+
+
+def grid_note_id(view: str) -> dict[str, str]:
+    return {"type": GRID_NOTE, "view": view}

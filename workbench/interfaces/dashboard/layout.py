@@ -171,31 +171,39 @@ def _controls(data: DashboardData, values: dict[str, Any]) -> Any:
     )
 
 
-def _graph(view: str, filled: dict[tuple[str, str], Any]) -> Any:
+def view_graph(view: str, figure: Any) -> list[Any]:
+    """What a figure view's slot holds once visited: its dcc.Graph (ids.graph_id), drawn with `figure`."""
     from dash import dcc
 
     height = GRAPH_HEIGHTS.get(view, "600px")
-    return dcc.Graph(
-        id=ids.FIGURES[view],
+    return [dcc.Graph(
+        id=ids.graph_id(view),
         style={"height": height},
         config={**GRAPH_CONFIG, "toImageButtonOptions": {**GRAPH_CONFIG["toImageButtonOptions"], "filename": view}},
-        figure=filled.get((ids.FIGURES[view], "figure"), {"data": [], "layout": {}}),
-    )
+        figure=figure,
+    )]  # fmt: skip
 
 
-def _tab(value: str, children: list[Any]) -> Any:
-    from dash import dcc
-
-    return dcc.Tab(label=TAB_LABELS[value], value=value, id=ids.tab_id(value), children=children)
+GRID_PAGES = {"hypotheses": 50, "table": 25}
 
 
-def _grid(component_id: str, height: str, page_size: int, filled: dict[tuple[str, str], Any]) -> Any:
+def view_grid(view: str, rows: list[dict], columns: list[dict], note: Any = None) -> list[Any]:
+    """What a grid view's slot holds once visited: the line saying what the rows are (the table) and its AG Grid."""
+    from dash import html
+
+    grid = _grid(ids.grid_id(view), "720px", GRID_PAGES[view], rows, columns)
+    if view != "table":
+        return [grid]
+    return [html.Div(html.Div(note, id=ids.grid_note_id(view)), id=ids.TABLE_COUNT, className="table-count"), grid]
+
+
+def _grid(component_id: Any, height: str, page_size: int, rows: list[dict], columns: list[dict]) -> Any:
     import dash_ag_grid as dag
 
     return dag.AgGrid(
         id=component_id,
-        columnDefs=filled.get((component_id, "columnDefs"), []),
-        rowData=filled.get((component_id, "rowData"), []),
+        columnDefs=columns,
+        rowData=rows,
         defaultColDef={"sortable": True, "filter": True, "resizable": True, "floatingFilter": True,
                        "wrapHeaderText": True, "autoHeaderHeight": True, "width": 118, "minWidth": 70},  # fmt: skip
         dashGridOptions={"pagination": True, "paginationPageSize": page_size, "enableCellTextSelection": True,
@@ -224,26 +232,31 @@ def _moe_controls(moe: Any) -> Any:
     ], className="controls moe-controls")  # fmt: skip
 
 
-def _views(view: str, compare: str, filled: dict[tuple[str, str], Any], moe: Any) -> Any:
+def pane_class(value: str, view: str) -> str:
+    return "pane open" if value == view else "pane"
+
+
+def _views(view: str, compare: str, filled: dict[tuple[str, str], Any], moe: Any) -> list[Any]:
+    """The tab headers, then one pane per view: its own controls (comparison view, MoE) and its slot, which holds
+    the view's graph or grid from its first visit on (the open view's comes filled: `filled`); a pane is hidden by
+    its class, never unmounted, so a revisited tab shows what it drew without drawing it again."""
     from dash import dcc, html
 
-    figures = []
+    panes = []
     for value in ids.TAB_VALUES:
+        slot = html.Div(filled.get((ids.SLOTS[value], "children")), id=ids.SLOTS[value], className="slot")
         if value == "compare":
             radio = dcc.RadioItems(id=ids.COMPARE_VIEW, options=COMPARE_OPTIONS, value=compare, inline=True,
                                    className="compare-view")  # fmt: skip
-            figures.append(_tab(value, [radio, _graph(value, filled)]))
+            children = [radio, slot]
         elif value == "moe":
-            figures.append(_tab(value, [_moe_controls(moe), _graph(value, filled)]))
-        elif value == "hypotheses":
-            figures.append(_tab(value, [_grid(ids.HYPOTHESES, "720px", 50, filled)]))
-        elif value == "table":
-            count = filled.get((ids.TABLE_COUNT, "children"))
-            figures.append(_tab(value, [html.Div(count, id=ids.TABLE_COUNT, className="table-count"),
-                                        _grid(ids.TABLE, "720px", 25, filled)]))  # fmt: skip
+            children = [_moe_controls(moe), slot]
         else:
-            figures.append(_tab(value, [_graph(value, filled)]))
-    return dcc.Tabs(id=ids.TABS, value=view, children=figures)
+            children = [slot]
+        panes.append(html.Div(children, id=ids.pane_id(value), className=pane_class(value, view)))
+    tabs = [dcc.Tab(label=TAB_LABELS[v], value=v, id=ids.tab_id(v)) for v in ids.TAB_VALUES]
+    return [dcc.Tabs(id=ids.TABS, value=view, children=tabs), dcc.Store(id=ids.OPEN_VIEW, data=view),
+            html.Div(panes, id=ids.PANES)]
 
 
 def _io_bar(filled: dict[tuple[str, str], Any]) -> Any:
@@ -302,7 +315,7 @@ def build_layout(data: DashboardData, defaults: Defaults, init: dict[str, Any] |
             _controls(data, values),
             html.Div(filled.get((ids.STATUS, "children")), id=ids.STATUS, className="status", role="status"),
             _io_bar(filled),
-            _views(view, compare, filled, moe),
+            *_views(view, compare, filled, moe),
         ],
         className="page",
     )

@@ -7,6 +7,7 @@ batch slider and boxes, and the figure export buttons, run in the browser (clien
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from workbench.interfaces.dashboard import callbacks as cb
@@ -34,13 +35,30 @@ function(slider, lo, hi) {
     return [same ? nu : s, l === lo ? nu : l, h === hi ? nu : h];
 }
 """
+# Tab -> the open pane (only the pane that closes and the one that opens change class) and the open view the main
+# callback draws; a grid view's first visit loads AG Grid's bundle first (factory.lazy_grid_bundle keeps it off the
+# page until then), so the grid the main callback mounts can render.
+PANES_JS = """
+function(view) {
+    const views = %(views)s, grids = %(grids)s, nu = window.dash_clientside.no_update;
+    const open = document.querySelector('#%(panes)s > .pane.open');
+    const was = open ? open.id.replace('pane-', '') : null;
+    const out = [...views.map(v => v === view ? (v === was ? nu : 'pane open') : (v === was ? 'pane' : nu)), view];
+    if (!grids.includes(view) || window.%(grid_ns)s) { return out; }
+    window.__gridBundle = window.__gridBundle || new Promise((ok, fail) => {
+        const s = document.createElement('script');
+        s.src = '%(grid_url)s'; s.onload = ok; s.onerror = fail;
+        document.head.appendChild(s);
+    });
+    return window.__gridBundle.then(() => out);
+}
+"""
 EXPORT_JS = """
 function(svg, png) {
     const trig = (window.dash_clientside.callback_context.triggered || []).map(t => t.prop_id);
     if (!trig.length) { return window.dash_clientside.no_update; }
     const format = trig[0].startsWith('%(svg)s') ? 'svg' : 'png';
-    const graphs = Array.from(document.querySelectorAll('.tab-content .js-plotly-plot'))
-        .filter(g => g.offsetParent !== null);
+    const graphs = Array.from(document.querySelectorAll('#%(panes)s > .pane.open .js-plotly-plot'));
     if (!graphs.length) { return 'No figure on this tab to export.'; }
     const view = (graphs[0].closest('[id^=fig-]') || {id: 'figure'}).id.replace('fig-', '');
     const scale = format === 'png' ? 2 : 1;
@@ -50,44 +68,61 @@ function(svg, png) {
 """
 
 
-def wire(app: Any, state: cb.AppState, guard: Any) -> None:
-    from dash import Input, Output, State, no_update
+def wire(app: Any, state: cb.AppState, guard: Any, grid_bundle: tuple[str, str]) -> None:
+    """`grid_bundle`: (the namespace AG Grid's bundle defines, its URL), loaded on a grid view's first visit."""
+    from dash import ALL, Input, Output, State, callback_context, no_update
 
     from workbench.interfaces.dashboard.queries import BATCH_SIZES, MAX_BATCH
 
     safe = guard.safe
     controls = [Input(c, "value") for c in cb.CONTROLS]
     store = Input(ids.UPLOAD_STORE, "data")
-    tab = Input(ids.TABS, "value")
+    tab = Input(ids.OPEN_VIEW, "data")
 
     def nothing(value: Any) -> Any:
         return no_update if value is None else value
 
     keyed = list(urlstate.KEYS.items())
-    # the page's first layout carries these for the view it opens on (factory.layout), so nothing fires on load
-    main_outputs = [*[(c, "figure") for c in ids.FIGURES.values()], (ids.STATUS, "children"), (ids.URL, "search"),
-                    (ids.TABLE, "rowData"), (ids.TABLE, "columnDefs"), (ids.TABLE_COUNT, "children"),
-                    (ids.HYPOTHESES, "rowData"), (ids.HYPOTHESES, "columnDefs"), (ids.FIGURE_KEYS, "data")]  # fmt: skip
-
+    # the page's first layout carries these for the view it opens on (factory.layout), so nothing fires on load;
+    # then the slots (filled on a view's first visit), the mounted graphs and grids (ALL: whichever exist), the rest
+    slots = [(ids.SLOTS[v], "children") for v in ids.TAB_VALUES]
+    mounted_outputs = [Output({"type": ids.GRAPH, "view": ALL}, "figure"),
+                       Output({"type": ids.GRID, "view": ALL}, "rowData"),
+                       Output({"type": ids.GRID, "view": ALL}, "columnDefs"),
+                       Output({"type": ids.GRID_NOTE, "view": ALL}, "children")]  # fmt: skip
+    tail = [(ids.STATUS, "children"), (ids.URL, "search"), (ids.FIGURE_KEYS, "data")]
     moe = [Input(c, "value") for c in (ids.MOE_MODEL, ids.MOE_LAYER, ids.MOE_ROUTING)]
 
-    @app.callback([Output(c, p) for c, p in main_outputs], *controls, store, tab, Input(ids.COMPARE_VIEW, "value"),
-                  *moe, State(ids.URL, "search"), State(ids.FIGURE_KEYS, "data"),
-                  prevent_initial_call=True)  # fmt: skip
+    @app.callback([*[Output(c, p) for c, p in slots], *mounted_outputs, *[Output(c, p) for c, p in tail]], *controls,
+                  store, tab, Input(ids.COMPARE_VIEW, "value"), *moe, State(ids.URL, "search"),
+                  State(ids.FIGURE_KEYS, "data"), prevent_initial_call=True)  # fmt: skip
     @safe
     def _main(*values: Any) -> Any:
-        """Everything one control change needs, in one request: the open tab's figure (unless the page already
-        holds it) or grid, the status line and the query string."""
+        """Everything one control change needs, in one request: the open tab's figure or grid (unless the page
+        already holds it; mounted in its slot on the first visit, updated in place after), the status line and the
+        query string."""
         n = cb.N_CONTROLS
         controls_, tokens, view, compare, *moe, search, held = values[:n], *values[n : n + 8]
-        out = cb.page_outputs(state, view, controls_, tokens, compare, held, moe)
+        present = [[o["id"]["view"] for o in spec] for spec in callback_context.outputs_list[len(slots):-len(tail)]]
+        out = cb.page_outputs(state, view, controls_, tokens, compare, held, moe, {*present[0], *present[1]})
         by_id = dict(zip(cb.CONTROLS, controls_, strict=True)) | {ids.TABS: view, ids.COMPARE_VIEW: compare}
         by_id |= dict(zip((ids.MOE_MODEL, ids.MOE_LAYER, ids.MOE_ROUTING), moe, strict=True))
         query = urlstate.encode({key: by_id.get(cid) for key, (cid, _) in keyed})
         out[(ids.URL, "search")] = query if query != search else None
         if out[(ids.FIGURE_KEYS, "data")] == held:
             out[(ids.FIGURE_KEYS, "data")] = None
-        return [nothing(out.get(key)) for key in main_outputs]
+        grids = {v: out.get((ids.GRID, v), (None, None)) for v in present[1]}
+        mounted = [[nothing(out.get((ids.GRAPH, v))) for v in present[0]],
+                   [nothing(grids[v][0]) for v in present[1]], [nothing(grids[v][1]) for v in present[2]],
+                   [nothing(out.get((ids.GRID_NOTE, v))) for v in present[3]]]  # fmt: skip
+        return [*[nothing(out.get(key)) for key in slots], *mounted, *[nothing(out.get(key)) for key in tail]]
+
+    app.clientside_callback(
+        PANES_JS % {"views": json.dumps(list(ids.TAB_VALUES)), "panes": ids.PANES, "grids": json.dumps(list(ids.GRIDS)),
+                    "grid_ns": grid_bundle[0], "grid_url": grid_bundle[1]},
+        [Output(ids.pane_id(v), "className") for v in ids.TAB_VALUES], Output(ids.OPEN_VIEW, "data"),
+        Input(ids.TABS, "value"), prevent_initial_call=True,
+    )  # fmt: skip
 
     @app.callback(Output(ids.GPUS, "options"), Output(ids.KERNELS, "options"), Output(ids.SHAPE, "options"),
                   Output(ids.BASELINE, "options"), store, prevent_initial_call=True)  # fmt: skip
@@ -104,14 +139,17 @@ def wire(app: Any, state: cb.AppState, guard: Any) -> None:
 
     @app.callback(Output(ids.DOWNLOAD, "data"), Input(ids.DOWNLOAD_BUTTON, "n_clicks"),
                   *[State(c, "value") for c in cb.CONTROLS], State(ids.UPLOAD_STORE, "data"),
-                  State(ids.TABLE, "filterModel"), State(ids.TABLE, "columnState"),
-                  prevent_initial_call=True)  # fmt: skip
+                  State({"type": ids.GRID, "view": ALL}, "filterModel"),
+                  State({"type": ids.GRID, "view": ALL}, "columnState"), prevent_initial_call=True)  # fmt: skip
     @safe
     def _download(n_clicks: Any, *values: Any) -> Any:
+        """The table grid's filters and sort apply (none when the table tab was never opened)."""
         if not isinstance(n_clicks, int) or n_clicks < 1:
             return no_update
         n = cb.N_CONTROLS
-        return cb.download_csv(state, values[:n], values[n], values[n + 1], values[n + 2])
+        grids = [s["id"]["view"] for s in callback_context.states_list[-1]]
+        filters, sorts = (dict(zip(grids, v, strict=True)).get("table") for v in values[n + 1 : n + 3])
+        return cb.download_csv(state, values[:n], values[n], filters, sorts)
 
     @app.callback(Output(ids.UPLOAD_STORE, "data"), Output(ids.UPLOAD_MESSAGE, "children"),
                   Output(ids.UPLOAD_MESSAGE, "className"), Input(ids.UPLOAD, "contents"),
@@ -130,7 +168,7 @@ def wire(app: Any, state: cb.AppState, guard: Any) -> None:
         Input(ids.BATCH, "value"), Input(ids.BATCH_LO, "value"), Input(ids.BATCH_HI, "value"),
     )  # fmt: skip
     app.clientside_callback(
-        EXPORT_JS % {"svg": ids.EXPORT_SVG},
+        EXPORT_JS % {"svg": ids.EXPORT_SVG, "panes": ids.PANES},
         Output(ids.EXPORT_SINK, "children"), Input(ids.EXPORT_SVG, "n_clicks"), Input(ids.EXPORT_PNG, "n_clicks"),
         prevent_initial_call=True,
     )  # fmt: skip
