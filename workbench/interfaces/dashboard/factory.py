@@ -22,6 +22,29 @@ REQUEST_LIMIT_BYTES = 2 * UPLOAD_LIMIT_BYTES
 # dcc.Graph uses window.Plotly when a page defines it: assets/plotly-cartesian.min.js (plotly.js's own cartesian
 # bundle, the same version as plotly.py's full one; MIT) is 1.5 MB instead of 4.8 MB and holds every trace type the
 # figures use (scatter, bar, heatmap), which cuts the first load by the time the browser spends running the rest.
+# It is not one of the page's blocking scripts (assets_ignore): the page preloads it and runs it once the renderer has
+# asked for the layout, so the ~0.3 s plotly.js takes to run overlaps the server building the first layout; until
+# then window.Plotly is a promise, which dcc.Graph's loader waits on (Promise.resolve of a thenable) before drawing.
+PLOTLY_ASSET = "plotly-cartesian.min.js"
+PLOTLY_LOADER = """<script>
+(function () {
+    var done, started = false, fetch0 = window.fetch;
+    window.Plotly = new Promise(function (ok) { done = ok; });
+    function load() {
+        if (started) { return; }
+        started = true;
+        var s = document.createElement("script");
+        s.src = "SRC"; s.onload = function () { done(); };
+        document.head.appendChild(s);
+    }
+    window.fetch = function (input) {
+        var out = fetch0.apply(this, arguments);
+        if (String((input && input.url) || input).indexOf("_dash-layout") >= 0) { setTimeout(load, 0); }
+        return out;
+    };
+    setTimeout(load, 1500);  // in case the layout is asked for some other way
+})();
+</script>"""
 PRELOAD = ("dash/dcc/async-graph.js", "dash/dcc/async-dropdown.js", "dash/dcc/async-slider.js",
            "dash/dcc/async-upload.js")
 INDEX = """<!DOCTYPE html>
@@ -32,6 +55,7 @@ INDEX = """<!DOCTYPE html>
         {%favicon%}
         {%css%}
         PRELOADS
+        <link rel="preload" as="script" href="PLOTLY">
     </head>
     <body>
         {%app_entry%}
@@ -39,6 +63,7 @@ INDEX = """<!DOCTYPE html>
             {%config%}
             {%scripts%}
             {%renderer%}
+            LOADER
         </footer>
     </body>
 </html>"""
@@ -71,6 +96,7 @@ def create_app(data_dir: str | Path | None = None) -> Any:
         __name__,
         title="Roofline workbench",
         assets_folder=str(ASSETS),
+        assets_ignore=PLOTLY_ASSET.replace(".", r"\."),  # served, not a blocking script: PLOTLY_LOADER runs it
         update_title=None,
         suppress_callback_exceptions=False,
     )
@@ -85,10 +111,15 @@ def create_app(data_dir: str | Path | None = None) -> Any:
     def layout() -> Any:
         return build_layout(data, defaults, urlstate.decode(page_query(), data), fill)
 
+    # Dash embeds the validation layout in every page's config; without this it would be the first layout, figure
+    # and all (built once more at start): the bare page (no figure, no grid) validates the same callbacks
+    app.validation_layout = build_layout(data, defaults)
     app.layout = layout
     prefix = app.config.requests_pathname_prefix + "_dash-component-suites/"
     links = "\n        ".join(f'<link rel="preload" as="script" href="{prefix}{path}">' for path in PRELOAD)
-    app.index_string = INDEX.replace("PRELOADS", links)
+    plotly = app.get_asset_url(PLOTLY_ASSET)
+    app.index_string = INDEX.replace("PRELOADS", links).replace("PLOTLY", plotly).replace(
+        "LOADER", PLOTLY_LOADER.replace("SRC", plotly))
     grid_bundle = lazy_grid_bundle(app, data)
     wire(app, state, guard, grid_bundle)  # every callback: wiring imports callbacks, never the other way
     warm_up(state, defaults)
