@@ -52,7 +52,7 @@ INDEX = """<!DOCTYPE html>
     <head>
         {%metas%}
         <title>{%title%}</title>
-        {%favicon%}
+        <link rel="icon" href="data:,">
         {%css%}
         PRELOADS
         <link rel="preload" as="script" href="PLOTLY">

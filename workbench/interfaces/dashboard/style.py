@@ -136,11 +136,17 @@ def log2_batch_axis(title: str = BATCH_AXIS) -> dict[str, Any]:
     return {"title": {"text": title}, "type": "log", "tickvals": BATCH_TICKS, "ticktext": [str(t) for t in BATCH_TICKS]}
 
 
+TRACE_TYPES = ("scatter", "bar", "heatmap")  # what assets/plotly-cartesian.min.js is asked to draw
+
+
 @functools.cache
 def _template() -> dict[str, Any]:
     import plotly.io as pio
 
-    return pio.templates["plotly_white"].to_plotly_json()
+    full = pio.templates["plotly_white"].to_plotly_json()
+    # the page's plotly.js draws scatter, bar and heatmap only: the other trace types' defaults would be sent with
+    # every figure and applied by every draw for nothing (7 kB -> 2 kB of JSON)
+    return {**full, "data": {k: v for k, v in full["data"].items() if k in TRACE_TYPES}}
 
 
 def make_figure(traces: list[dict[str, Any]], layout: dict[str, Any]):
