@@ -93,6 +93,9 @@ FIGURES = {
 }
 LAZY = ("moe",)  # views not built before their tab is first opened (factory.warm_up leaves them out)
 GRIDS = {"hypotheses": HYPOTHESES, "table": TABLE}
+PREFETCH = "store-prefetch"  # the hidden view the page asks to be drawn ahead of its first visit (wiring.PREFETCH_JS)
+PREFETCHED_VIEW = "store-prefetched"  # the output PREFETCH_JS needs (never written: it asks through set_props)
+PREFETCHED = tuple(v for v in FIGURES if v not in LAZY)  # every figure view but the lazy ones; grids: on their visit
 SLOTS = {**FIGURES, **GRIDS}  # view -> the id of the Div its graph or grid is mounted in
 
 

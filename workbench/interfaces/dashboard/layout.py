@@ -256,6 +256,7 @@ def _views(view: str, compare: str, filled: dict[tuple[str, str], Any], moe: Any
         panes.append(html.Div(children, id=ids.pane_id(value), className=pane_class(value, view)))
     tabs = [dcc.Tab(label=TAB_LABELS[v], value=v, id=ids.tab_id(v)) for v in ids.TAB_VALUES]
     return [dcc.Tabs(id=ids.TABS, value=view, children=tabs), dcc.Store(id=ids.OPEN_VIEW, data=view),
+            dcc.Store(id=ids.PREFETCH, data=None), dcc.Store(id=ids.PREFETCHED_VIEW, data=None),
             html.Div(panes, id=ids.PANES)]
 
 

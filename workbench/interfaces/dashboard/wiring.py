@@ -53,6 +53,24 @@ function(view) {
     return window.__gridBundle.then(() => out);
 }
 """
+# The page's tokens changed (or it loaded): once the open view has drawn and the page is idle, ask for the next
+# figure view the page does not hold yet, which the main callback mounts in its hidden pane; a tab's first visit then
+# shows it at once (or updates it in place when the selection changed since). The request goes out through set_props
+# from a timer: an output of this callback would close a loop (main -> tokens -> here -> main) that Dash cuts.
+PREFETCH_JS = """
+function(held, open) {
+    const views = %(views)s, nu = window.dash_clientside.no_update;
+    const next = views.find(v => v !== open && !(held && v in held));
+    if (!next || window.__prefetching === next) { return nu; }
+    window.__prefetching = next;
+    const drawn = () => document.querySelector('#%(panes)s > .pane.open .main-svg')
+        || !document.querySelector('#%(panes)s > .pane.open .js-plotly-plot');
+    const ask = () => window.dash_clientside.set_props('%(store)s', {data: next});
+    const wait = () => drawn() ? (window.requestIdleCallback || setTimeout)(ask, {timeout: 500}) : setTimeout(wait, 50);
+    setTimeout(wait, 0);
+    return nu;
+}
+"""
 EXPORT_JS = """
 function(svg, png) {
     const trig = (window.dash_clientside.callback_context.triggered || []).map(t => t.prop_id);
@@ -70,7 +88,7 @@ function(svg, png) {
 
 def wire(app: Any, state: cb.AppState, guard: Any, grid_bundle: tuple[str, str]) -> None:
     """`grid_bundle`: (the namespace AG Grid's bundle defines, its URL), loaded on a grid view's first visit."""
-    from dash import ALL, Input, Output, State, callback_context, no_update
+    from dash import ALL, Input, Output, Patch, State, callback_context, no_update
 
     from workbench.interfaces.dashboard.queries import BATCH_SIZES, MAX_BATCH
 
@@ -94,16 +112,25 @@ def wire(app: Any, state: cb.AppState, guard: Any, grid_bundle: tuple[str, str])
     moe = [Input(c, "value") for c in (ids.MOE_MODEL, ids.MOE_LAYER, ids.MOE_ROUTING)]
 
     @app.callback([*[Output(c, p) for c, p in slots], *mounted_outputs, *[Output(c, p) for c, p in tail]], *controls,
-                  store, tab, Input(ids.COMPARE_VIEW, "value"), *moe, State(ids.URL, "search"),
-                  State(ids.FIGURE_KEYS, "data"), prevent_initial_call=True)  # fmt: skip
+                  store, tab, Input(ids.COMPARE_VIEW, "value"), *moe, Input(ids.PREFETCH, "data"),
+                  State(ids.URL, "search"), State(ids.FIGURE_KEYS, "data"), prevent_initial_call=True)  # fmt: skip
     @safe
     def _main(*values: Any) -> Any:
         """Everything one control change needs, in one request: the open tab's figure or grid (unless the page
         already holds it; mounted in its slot on the first visit, updated in place after), the status line and the
         query string."""
         n = cb.N_CONTROLS
-        controls_, tokens, view, compare, *moe, search, held = values[:n], *values[n : n + 8]
+        controls_, tokens, view, compare, *moe, prefetch, search, held = values[:n], *values[n : n + 9]
         present = [[o["id"]["view"] for o in spec] for spec in callback_context.outputs_list[len(slots):-len(tail)]]
+        if callback_context.triggered_id == ids.PREFETCH:  # a hidden view drawn ahead of its first visit
+            if prefetch not in ids.PREFETCHED or prefetch == view or prefetch in present[0]:
+                return no_update
+            out = cb.page_outputs(state, prefetch, controls_, tokens, compare, held, moe, {*present[0]})
+            token = Patch()  # only this view's token: an answer to a change that crossed this one keeps its own
+            token[prefetch] = out[(ids.FIGURE_KEYS, "data")][prefetch]
+            slot = (ids.SLOTS[prefetch], "children")
+            return [*[out[slot] if key == slot else no_update for key in slots],
+                    *[[no_update] * len(p) for p in present], no_update, no_update, token]  # fmt: skip
         out = cb.page_outputs(state, view, controls_, tokens, compare, held, moe, {*present[0], *present[1]})
         by_id = dict(zip(cb.CONTROLS, controls_, strict=True)) | {ids.TABS: view, ids.COMPARE_VIEW: compare}
         by_id |= dict(zip((ids.MOE_MODEL, ids.MOE_LAYER, ids.MOE_ROUTING), moe, strict=True))
@@ -117,6 +144,10 @@ def wire(app: Any, state: cb.AppState, guard: Any, grid_bundle: tuple[str, str])
                    [nothing(out.get((ids.GRID_NOTE, v))) for v in present[3]]]  # fmt: skip
         return [*[nothing(out.get(key)) for key in slots], *mounted, *[nothing(out.get(key)) for key in tail]]
 
+    app.clientside_callback(
+        PREFETCH_JS % {"views": json.dumps(list(ids.PREFETCHED)), "panes": ids.PANES, "store": ids.PREFETCH},
+        Output(ids.PREFETCHED_VIEW, "data"), Input(ids.FIGURE_KEYS, "data"), State(ids.OPEN_VIEW, "data"),
+    )  # fmt: skip
     app.clientside_callback(
         PANES_JS % {"views": json.dumps(list(ids.TAB_VALUES)), "panes": ids.PANES, "grids": json.dumps(list(ids.GRIDS)),
                     "grid_ns": grid_bundle[0], "grid_url": grid_bundle[1]},
