@@ -61,13 +61,18 @@ PREFETCH_JS = """
 function(held, open) {
     const views = %(views)s, nu = window.dash_clientside.no_update;
     const next = views.find(v => v !== open && !(held && v in held));
-    if (!next || window.__prefetching === next) { return nu; }
+    const last = window.__prefetching, now = Date.now();
+    if (!next || (last === next && now - window.__prefetchedAt < 2000)) { return nu; }  // in flight
+    // the one asked before has arrived: go on at once (no gap the page could mistake for idle); else (first, or
+    // an answer to a change crossed it) wait for the open view to draw and the page to be idle
+    const chained = last && last !== next && held && last in held;
     window.__prefetching = next;
+    window.__prefetchedAt = now;
     const drawn = () => document.querySelector('#%(panes)s > .pane.open .main-svg')
         || !document.querySelector('#%(panes)s > .pane.open .js-plotly-plot');
     const ask = () => window.dash_clientside.set_props('%(store)s', {data: next});
     const wait = () => drawn() ? (window.requestIdleCallback || setTimeout)(ask, {timeout: 500}) : setTimeout(wait, 50);
-    setTimeout(wait, 0);
+    setTimeout(chained ? ask : wait, 0);
     return nu;
 }
 """
