@@ -1,6 +1,6 @@
-"""The worst points of a `workbench model-check --csv` table with their grids (models/parallelism.py): kernel, CTAs,
-the busiest SM's load and waves on the point's GPU, so that a tail can be read against the parallelism (no GPU
-needed).
+"""The worst points of a `workbench model-check --csv` table with their grids (models/parallelism.py): kernel, M bin,
+n-tiles per CTA, CTAs, the busiest SM's load, the stretch of the per-SM terms and waves on the point's GPU, so that
+a tail can be read against the parallelism (no GPU needed).
 
     workbench model-check --csv check.csv
     PYTHONPATH=. python3 bench/tail_points.py check.csv [--view LOSO] [--gpu h100-sxm] [--top 30]
@@ -24,7 +24,7 @@ def main() -> None:
     import pandas as pd
 
     from models.hardware import get_gpu
-    from models.parallelism import grid_ctas, sm_load, waves
+    from models.parallelism import grid_ctas, idle_stretch, sm_load, waves
     from workbench.analysis.kernel_tier import kernel_facts
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -48,14 +48,16 @@ def main() -> None:
     for gpu, kernel, M, N in zip(d["gpu_key"], d["kernel"], d["M"], d["N"], strict=True):
         f, sms = facts.get(kernel), get_gpu(gpu).sms
         if f is None:
-            grid.append((np.nan, 1.0, np.nan))
+            grid.append((np.nan, np.nan, np.nan, 1.0, 1.0, np.nan))
             continue
         m, n = np.array([M]), np.array([N])
-        grid.append((float(grid_ctas(f, m, n, sms)[0]), float(sm_load(f, m, n, sms)[0]),
-                     float(waves(f, m, n, sms)[0])))
-    d[["ctas", "sm_load", "waves"]] = grid
+        grid.append((float(f.tile_rows(m, n)[0]), float(f.tiles_per_cta(m, n, sms)[0]),
+                     float(grid_ctas(f, m, n, sms)[0]), float(sm_load(f, m, n, sms)[0]),
+                     float(idle_stretch(f, m, n, sms)[0]), float(waves(f, m, n, sms)[0])))
+    d[["m_bin", "tiles_cta", "ctas", "sm_load", "stretch", "waves"]] = grid
     worst = d.reindex(d["error"].abs().sort_values(ascending=False).index).head(a.top)
-    cols = ["gpu_key", "scheme", "kernel", "N", "K", "M", "time_measured_s", "error", "ctas", "sm_load", "waves"]
+    cols = ["gpu_key", "scheme", "kernel", "N", "K", "M", "m_bin", "time_measured_s", "error", "tiles_cta", "ctas",
+            "sm_load", "stretch", "waves"]
     print(worst[cols].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     bins = pd.cut(d["sm_load"], [0.99, 1.01, 1.1, 1.5, np.inf], labels=["1", "1-1.1", "1.1-1.5", ">1.5"])
     print("\n|error| by the busiest SM's load:")

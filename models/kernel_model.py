@@ -14,6 +14,8 @@ V bytes:
                                               block-scaled FP8: M_pad*N_pad*K/k_block rescale FMAs in the same units
   tensor   2*M_pad*N_pad*K / (G.path_flops[F.path] * p.tc_eff)
                                               the tile-padded work at the ceiling of the instruction the kernel issues
+  stretch  alu and tensor x S / C for a tensor-core GEMV launching C < S CTAs on S SMs (models.parallelism
+           .idle_stretch): its per-SM work runs on C SMs; reads are global and not stretched
   time     fixed + fixup + max(memory, alu, tensor) + (1 - p.overlap) * (the other two)
 Parameters `p` (KernelParams) are per kernel and are the only numbers estimated from kernel timings: extra fixed
 cost, memory and ALU multipliers (how far the kernel is from its microbenchmark), tensor efficiency and the overlap
@@ -39,6 +41,7 @@ import numpy as np
 
 from models.errors import InputError
 from models.kernel_terms import GpuTerms, KernelFacts
+from models.parallelism import idle_stretch
 
 PARAMS_SCHEMA_VERSION = 1
 ATTRIBUTION = ("attr_fixed_s", "attr_fixup_s", "attr_memory_s", "attr_alu_s", "attr_tensor_s")
@@ -118,6 +121,9 @@ def raw_terms(facts: KernelFacts, gpu: GpuTerms, M: Any, N: Any, K: Any, nbytes:
         rows = rows + m_pad * facts.padded_n(N) * np.ceil(K / facts.k_block_rescale) / gpu.fma_per_s
     tensor = (2.0 * m_pad * facts.padded_n(N) * K / gpu.path_flops[facts.path]
               if facts.path != "cuda_core" else zero)
+    # per-SM work on the SMs the grid occupies: a tensor-core GEMV with C < S CTAs converts and multiplies on C SMs
+    stretch = idle_stretch(facts, M, N, gpu.sms)
+    dequant, rows, tensor = dequant * stretch, rows * stretch, tensor * stretch
     # split tiles: the owner of the busiest tile reads its slots (m_pad x n-tile fp32 sums each) from L2 at one SM's
     # share of the L2 bandwidth, after its own main loop (not overlapped)
     slot = facts.tile_rows(M, N) * facts.bn_at(N) * 4.0

@@ -89,6 +89,9 @@ class KernelFacts:
     # other kernels inside one timed call, each costing the GPU's fixed cost (a library FP8 GEMM whose timing
     # includes its dynamic activation-quantization kernel: 1)
     extra_launches: int = 0
+    # a GEMV whose CTAs take several n-tiles: ((largest M, ((most n-tiles per SM, n-tiles per CTA), ...)), ...), both
+    # ascending, as its launcher's table picks a column by the layer's n-tiles per SM; empty: one n-tile per CTA
+    cta_tiles: tuple[tuple[int, tuple[tuple[float, int], ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -110,6 +113,10 @@ class KernelFacts:
                 or any(n <= 0 or bn <= 0 or not _valid_table(t) for n, bn, t in self.bands)):
             raise InputError(f"bands must be ((largest N, bn, m_tiles), ...), ascending in N and positive, got "
                              f"{self.bands}")
+        if not all(len(e) == 2 and e[0] > 0 and _valid_table(e[1]) for e in self.cta_tiles) or [
+                e[0] for e in self.cta_tiles] != sorted({e[0] for e in self.cta_tiles}):
+            raise InputError(f"cta_tiles must be ((largest M, ((most n-tiles per SM, n-tiles per CTA), ...)), ...), "
+                             f"ascending and positive, got {self.cta_tiles}")
 
     def _band(self, N: Any) -> np.ndarray:
         """Index into `bands` of each N's band; len(bands) for the layers wider than every band."""
@@ -169,6 +176,23 @@ class KernelFacts:
                                    self.cluster_grid)
         return np.where(s > 0, (s - 1) / np.maximum(s, 1), out)
 
+    def tiles_per_cta(self, M: Any, N: Any, sms: int) -> np.ndarray:
+        """n-tiles each CTA computes at each (M, N) on `sms` SMs: the `cta_tiles` column for the layer's n-tiles per
+        SM in the M bin (1 without the fact, or past the table's last M)."""
+        M = np.asarray(M, dtype=np.float64)
+        out = np.ones(M.shape)
+        if not self.cta_tiles:
+            return out
+        bn = self.bn_at(N)
+        per_sm = np.where(bn > 0, np.ceil(np.asarray(N, dtype=np.float64) / np.maximum(bn, 1)), 1.0) / sms
+        per_sm = per_sm * np.ones(M.shape)
+        lo = 0
+        for top, columns in self.cta_tiles:
+            at = (M > lo) & (M <= top)
+            out = np.where(at, _rows(columns, per_sm), out)
+            lo = top
+        return out
+
     def padded_n(self, N: np.ndarray) -> np.ndarray:
         bn = self.bn_at(N)
         return np.where(bn > 0, np.ceil(N / np.maximum(bn, 1)) * bn, np.asarray(N, dtype=np.float64))
@@ -223,6 +247,14 @@ def m_tiles_from(rows_at: Any, batches: range = range(1, 257)) -> tuple[tuple[in
         else:
             out.append((M, rows))
     return tuple(out)
+
+
+def cta_tiles_from(table: Any) -> tuple[tuple[int, tuple[tuple[float, int], ...]], ...]:
+    """A tensor-core GEMV launcher's TABLE ((largest M, ((most n-tiles per SM, config with .tiles), ...)), ...) as
+    the `cta_tiles` fact (an unbounded column: 1 << 30); () where every configuration takes one n-tile per CTA."""
+    out = tuple((int(m), tuple((top if top < (1 << 30) else 1 << 30, int(cfg.tiles)) for top, cfg in cols))
+                for m, cols in table)
+    return out if any(t > 1 for _, cols in out for _, t in cols) else ()
 
 
 @dataclass(frozen=True)

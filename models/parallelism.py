@@ -4,19 +4,22 @@ GPU's SM count, so that the same kernel on a GPU with 108, 132 or 142 SMs gets i
 A kernel's grid, from its facts:
 - a persistent grid (`stream_k_ctas`): per m-tile, the CTAs `persistent_grid` / `cluster_pieces` pick from the
   resident slots (sms x CTAs per SM / m-tiles), as the runners do; each CTA does the same share of the work;
-- a GEMV with tiled channels (`bn` > 0: the tensor-core GEMVs): one CTA per tile, m-tiles x ceil(N / bn) CTAs of
-  equal work;
+- a GEMV with tiled channels (`bn` > 0: the tensor-core GEMVs): one CTA per `cta_tiles` n-tiles (the launcher's
+  TABLE column for the layer's n-tiles per SM: 2-4 at M >= 9 for w4a16_tc_gemv and w8a16_tc_gemv), m-tiles x
+  ceil(ceil(N / bn) / tiles per CTA) CTAs of equal work;
 - anything else (the CUDA-core GEMVs), or a vendor library (cuBLAS, CUTLASS: split-K and tiles picked by heuristics at
   run time): the grid is not declared, and the kernel is taken to fill the GPU.
 
 The busiest SM sets the time. With C CTAs of equal work spread over S SMs it runs ceil(C / S) of them, while the
 kernel tier's terms are whole-GPU rates that assume every SM carries C / S:
   sm_load = ceil(C / S) x S / C   (>= 1; S / C when C < S; a persistent grid: S x CTAs per SM / C)
-This module counts; the kernel tier does not apply it. Tried as a multiplier (on the ALU and tensor terms, and on the
-reads of one-CTA-per-tile GEMVs at one SM's share of the bandwidth), it left the H200's leave-one-shape-out error
-where it was (all nine fit shapes fill 132 SMs) and made the H100 held out of every fit worse (docs/model.md,
-"Parallelism"): the facts do not declare the 2-4 row tiles per CTA the tensor-core GEMVs take at M >= 9, and how
-much more than its share one SM reads is not measured. `bench/tail_points.py` lists the worst points with their grid.
+What the kernel tier applies (`idle_stretch`, in models.kernel_model.raw_terms): a tensor-core GEMV with fewer CTAs
+than SMs runs its per-SM work (the conversion, the batch rows' CUDA-core products, the mma issue: the alu and tensor
+terms) on C SMs, so those terms take S / C; its reads are a global resource and are not stretched (bf16/fp16 GEMVs
+on 56 CTAs of 132 SMs read at the full-GPU rate: H100, 896x4864). With C >= S every SM works; the uneven ceil(C / S)
+is not charged (these kernels keep 2-4 CTAs resident per SM, so a second CTA on an SM is concurrent, not a wave).
+Tried and not applied (docs/model.md, "Parallelism"): sm_load on the persistent grids' tensor and ALU terms, and on
+the GEMVs' reads. `bench/tail_points.py` lists the worst points with their grid.
 Pure NumPy; nothing here touches CUDA.
 """
 
@@ -56,7 +59,7 @@ def grid_ctas(facts: KernelFacts, M: Any, N: Any, sms: int, resident: dict[int, 
     if not declares_grid(facts):
         return np.full(M.shape, np.nan)
     if not facts.stream_k_ctas:
-        return passes * tiles
+        return passes * np.ceil(tiles / facts.tiles_per_cta(M, N, sms))
     slots = np.floor(sms * _per_sm(facts, M) / passes)
     per_mtile = (persistent_grid(tiles, np.inf, slots, facts.aligned_grid) if facts.aligned_grid else slots)
     per_mtile = np.asarray(per_mtile, dtype=np.float64) * np.ones(M.shape)
@@ -80,6 +83,15 @@ def sm_load(facts: KernelFacts, M: Any, N: Any, sms: int, resident: dict[int, fl
     else:
         load = np.ceil(ctas / sms) * sms / ctas
     return np.where(np.isfinite(load), np.maximum(load, 1.0), 1.0)
+
+
+def idle_stretch(facts: KernelFacts, M: Any, N: Any, sms: int) -> np.ndarray:
+    """S / C for a tensor-core GEMV (one CTA per `cta_tiles` n-tiles, module doc) launching C < S CTAs on S SMs; 1
+    where C >= S or for any other kernel: the factor on its per-SM (alu, tensor) terms."""
+    M = np.asarray(M, dtype=np.float64)
+    if facts.family != "gemv" or facts.stream_k_ctas or not declares_grid(facts):
+        return np.ones(M.shape)
+    return np.maximum(sms / np.maximum(grid_ctas(facts, M, N, sms), 1.0), 1.0)
 
 
 def waves(facts: KernelFacts, M: Any, N: Any, sms: int, resident_ctas: int = 1) -> np.ndarray:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from models.kernel_terms import KernelFacts
-from models.parallelism import declares_grid, grid_ctas, sm_load, waves
+from models.parallelism import declares_grid, grid_ctas, idle_stretch, sm_load, waves
 
 BIG = 1 << 30
 TC_GEMV = KernelFacts("gemv", "mma_sync_f16", m_tiles=((8, 8), (16, 16)), bn=16)  # one CTA per 16 channels
@@ -67,3 +67,82 @@ def test_waves():
     # 560 CTAs, 132 SMs: one resident per SM -> 5 waves; two -> ceil(560 / 264) = 3
     assert waves(TC_GEMV, np.array([1]), np.array([8960]), 132).tolist() == [5.0]
     assert waves(TC_GEMV, np.array([1]), np.array([8960]), 132, 2).tolist() == [3.0]
+
+
+# w4a16_tc_gemv's TABLE as its declared fact: one n-tile per CTA at M <= 8, two at M 9-16 in every column
+W4_TC = KernelFacts("gemv", "mma_sync_f16", "w4", ((8, 8), (16, 16)), bn=16,
+                    cta_tiles=((8, ((4, 1), (BIG, 1))), (16, ((2.5, 2), (5, 2), (BIG, 2)))))
+# w8a16_tc_gemv's: at M 9-16 four n-tiles per CTA beyond 4 n-tiles per SM, at M 17-32 two everywhere
+W8_TC = KernelFacts("gemv", "mma_sync_f16", "w8", ((8, 8), (16, 16), (32, 32)), bn=16,
+                    cta_tiles=((8, ((BIG, 1),)), (16, ((4, 1), (BIG, 4))), (32, ((4, 2), (BIG, 2)))))
+
+
+def test_tiles_per_cta_from_the_declared_table_by_hand():
+    # 896 channels = 56 n-tiles: 1 per CTA at M = 8 (56 CTAs), 2 at M = 16 (28 CTAs): 132 / 28 on the busiest SM
+    assert _one(W4_TC, 8, 896, 132) == (56.0, pytest.approx(132 / 56))
+    assert _one(W4_TC, 16, 896, 132) == (28.0, pytest.approx(132 / 28))
+    # the column follows the SM count: 8192 channels = 512 n-tiles, 3.88 per SM on 132 SMs (<= 4: one per CTA, 512
+    # CTAs), 4.74 on 108 (four per CTA: 128 CTAs); 17-32 two per CTA: 3584 channels, 224 n-tiles -> 112 CTAs
+    assert W8_TC.tiles_per_cta(np.array([16]), np.array([8192]), 132).tolist() == [1.0]
+    assert W8_TC.tiles_per_cta(np.array([16]), np.array([8192]), 108).tolist() == [4.0]
+    assert _one(W8_TC, 16, 8192, 108)[0] == 128.0
+    assert _one(W8_TC, 32, 3584, 132)[0] == 112.0
+    # without the fact (or past the table's last M): one n-tile per CTA
+    assert TC_GEMV.tiles_per_cta(np.array([16]), np.array([896]), 132).tolist() == [1.0]
+    assert W4_TC.tiles_per_cta(np.array([64]), np.array([896]), 132).tolist() == [1.0]
+
+
+def test_idle_stretch_by_hand():
+    M, N = np.array([2, 16, 16, 16]), np.array([896, 896, 1536, 4096])
+    # 56 CTAs -> 132 / 56; 28 -> 132 / 28; 1536: 96 n-tiles, 2 per CTA: 48 CTAs; 4096: 128 CTAs -> 132 / 128
+    assert idle_stretch(W4_TC, M, N, 132).tolist() == pytest.approx([132 / 56, 132 / 28, 132 / 48, 132 / 128])
+    # at least as many CTAs as SMs: 1 (the uneven ceil(C / S) is not charged); 108 SMs: 4096 -> 128 CTAs >= 108
+    assert idle_stretch(W4_TC, np.array([2]), np.array([4096]), 132).tolist() == [1.0]
+    assert idle_stretch(W4_TC, np.array([16]), np.array([4096]), 108).tolist() == [1.0]
+    # persistent grids and undeclared grids: never stretched
+    for f in (STREAM_K, WG, KernelFacts("gemv", "cuda_core", m_tiles=((16, 16),), cuda_core_rows=True)):
+        assert idle_stretch(f, np.array([256]), np.array([896]), 132).tolist() == [1.0]
+
+
+def test_raw_terms_stretch_the_per_sm_terms_not_the_reads():
+    from models.kernel_model import raw_terms
+    from models.kernel_terms import GpuTerms
+
+    gpu = GpuTerms("test", np.array([4096.0, 1e6, 1e9]), np.array([2e-6, 3e-6, 1003e-6]),
+                   {"w4": 1e13, "w8": 2e13, "e4m3": 4e13}, fma_per_s=1e13,
+                   path_flops={"cuda_core": 2e13, "mma_sync_f16": 1e15}, sources={}, sms=132)
+    M, N, K, V = np.array([16.0]), np.array([896.0]), np.array([4864.0]), np.array([3e6])
+    t = raw_terms(W4_TC, gpu, M, N, K, V)
+    one = raw_terms(KernelFacts("gemv", "mma_sync_f16", "w4", ((8, 8), (16, 16)), bn=16), gpu, M, N, K, V)
+    # the same kernel with one n-tile per CTA: 56 CTAs (132 / 56) against 28 (132 / 28): the alu and tensor terms
+    # double, the read does not move
+    assert t.memory[0] == one.memory[0]
+    assert t.dequant[0] == pytest.approx(896 * 4864 / 1e13 * 132 / 28)
+    assert t.tensor[0] == pytest.approx(2 * 16 * 896 * 4864 / 1e15 * 132 / 28)
+    assert t.tensor[0] == pytest.approx(2 * one.tensor[0])
+
+
+def test_declared_cta_tiles_match_the_launchers_choice():
+    from kernels.tcgemv import tc_gemv, tc_gemv_f16, tc_gemv_q8, tc_gemv_w8a16
+    from models.kernel_catalogue import shipped
+
+    cases = [("w4a16_tc_gemv", lambda M, N, s: tc_gemv.choose_config(M, N, s)),
+             ("w8a16_tc_gemv", lambda M, N, s: tc_gemv_w8a16.choose_config(M, N, s)),
+             ("bf16_tc_gemv", lambda M, N, s: tc_gemv_f16.choose_config(M, N, s)),
+             ("fp8_tc_gemv", lambda M, N, s: tc_gemv_q8.choose_config(M, N, s, name="fp8_tc_gemv"))]
+    for name, choose in cases:
+        f = shipped()[name].facts
+        for sms in (58, 108, 132, 142):
+            for N in (896, 1536, 4096, 8192, 22016):
+                for M in range(1, shipped()[name].m_max + 1):
+                    got = f.tiles_per_cta(np.array([M]), np.array([N]), sms)[0]
+                    assert got == choose(M, N, sms).tiles, (name, sms, N, M)
+
+
+def test_cta_tiles_refuses_bad_tables():
+    from models.errors import InputError
+
+    with pytest.raises(InputError, match="cta_tiles"):
+        KernelFacts("gemv", "mma_sync_f16", bn=16, cta_tiles=((16, ((4, 0),)),))
+    with pytest.raises(InputError, match="cta_tiles"):
+        KernelFacts("gemv", "mma_sync_f16", bn=16, cta_tiles=((16, ((4, 1),)), (8, ((4, 1),))))

@@ -26,7 +26,7 @@ from kernels.quant import pack_w4, quant
 from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.toolchain import build
 from models.errors import InputError
-from models.kernel_terms import KernelFacts
+from models.kernel_terms import KernelFacts, cta_tiles_from
 
 NAME = "w4a16_tc_gemv"
 SOURCE, ENTRY = "gemv_w4a16_tc.cu", "gemv_w4a16_tc"
@@ -170,5 +170,5 @@ SPECS: tuple[KernelSpec, ...] = (
                "M 9-16 from 2.5 row tiles per SM: scale in the fp16 weights; zero point stored as 8 bits in the "
                "layout (4 counted by models.schemes)",
                facts=KernelFacts("gemv", "mma_sync_f16", "w4", tuple((m, cols[0][1].nt * 8) for m, cols in TABLE),
-                                 bn=ROWS)),
+                                 bn=ROWS, cta_tiles=cta_tiles_from(TABLE))),
 )

@@ -29,7 +29,7 @@ from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tcgemv.tc_gemv import Columns, check_config, column
 from kernels.toolchain import build
 from models.errors import InputError
-from models.kernel_terms import KernelFacts
+from models.kernel_terms import KernelFacts, cta_tiles_from
 
 SOURCE, ENTRY = "gemv_f16_tc.cu", "gemv_f16_tc"
 ROWS, CHUNK = 16, 64  # channels per row tile (the mma's M), K per chunk (four k-steps of 16)
@@ -174,7 +174,7 @@ _GEOMETRY = ("one CTA per row tile of 16 channels (kernels.tcgemv.tc_gemv_f16.TA
 def _spec(name: str, notes: str) -> KernelSpec:
     kind = KINDS[name]
     facts = KernelFacts("gemv", "mma_sync_bf16" if kind.bf16 else "mma_sync_f16", "none",
-                        tuple((m, cols[0][1].nt * 8) for m, cols in TABLE), bn=ROWS)
+                        tuple((m, cols[0][1].nt * 8) for m, cols in TABLE), bn=ROWS, cta_tiles=cta_tiles_from(TABLE))
     return KernelSpec(name, kind.scheme, "nvrtc", "optimized", "kernels.tcgemv.tc_gemv_f16:make_runner", m_max=M_MAX,
                       source=SOURCE, entry=ENTRY, geometry=_GEOMETRY, notes=notes, facts=facts)
 

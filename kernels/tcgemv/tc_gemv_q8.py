@@ -28,7 +28,7 @@ from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tcgemv.tc_gemv import FEW_TILES_PER_SM, Columns, check_config, column
 from kernels.toolchain import build
 from models.errors import InputError
-from models.kernel_terms import KernelFacts
+from models.kernel_terms import KernelFacts, cta_tiles_from
 
 SOURCE, ENTRY = "gemv_q8_tc.cu", "gemv_q8_tc"
 ROWS, CHUNK = pack_q8.ROWS, pack_q8.CHUNK
@@ -152,7 +152,7 @@ _GEOMETRY = ("one CTA per row tile of 16 channels (kernels.tcgemv.tc_gemv_q8.TAB
 def _spec(name: str, notes: str) -> KernelSpec:
     kind = KINDS[name]
     facts = KernelFacts("gemv", "mma_sync_s8" if kind.s8 else "mma_sync_f16", "e4m3" if kind.f16 else "none",
-                        tuple((m, cols[0][1].nt * 8) for m, cols in TABLE), bn=ROWS)
+                        tuple((m, cols[0][1].nt * 8) for m, cols in TABLE), bn=ROWS, cta_tiles=cta_tiles_from(TABLE))
     return KernelSpec(name, kind.scheme, "nvrtc", "optimized", "kernels.tcgemv.tc_gemv_q8:make_runner", m_max=M_MAX,
                       min_cc=80 if kind.s8 else 89, source=SOURCE, entry=ENTRY, geometry=_GEOMETRY, notes=notes,
                       facts=facts)

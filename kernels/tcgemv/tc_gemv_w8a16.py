@@ -29,7 +29,7 @@ from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tcgemv.tc_gemv import Columns, check_config, column
 from kernels.toolchain import build
 from models.errors import InputError
-from models.kernel_terms import KernelFacts
+from models.kernel_terms import KernelFacts, cta_tiles_from
 
 SOURCE, ENTRY = "gemv_w8a16_tc.cu", "gemv_w8a16_tc"
 ROWS, CHUNK = pack_q8.ROWS, pack_q8.CHUNK
@@ -161,7 +161,7 @@ _GEOMETRY = ("one CTA per 1-2 row tiles of 16 channels (kernels.tcgemv.tc_gemv_w
 def _spec(name: str, notes: str) -> KernelSpec:
     kind = KINDS[name]
     facts = KernelFacts("gemv", "mma_sync_bf16" if kind.bf16 else "mma_sync_f16", "w8",
-                        tuple((m, cols[0][1].nt * 8) for m, cols in TABLE), bn=ROWS)
+                        tuple((m, cols[0][1].nt * 8) for m, cols in TABLE), bn=ROWS, cta_tiles=cta_tiles_from(TABLE))
     return KernelSpec(name, "w8a16", "nvrtc", "optimized", "kernels.tcgemv.tc_gemv_w8a16:make_runner", m_max=M_MAX,
                       source=SOURCE, entry=ENTRY, geometry=_GEOMETRY, notes=notes, facts=facts)
 
