@@ -4,6 +4,7 @@
     PYTHONPATH=. python3 bench/bench_moe.py [--models mixtral-8x7b,qwen3-30b-a3b,deepseek-v3,olmoe-1b-7b]
         [--batches 1,2,4,8,16,32,64,128,256] [--schemes bf16,w4a16,fp8] [--layers gate_up,down] [--routing uniform]
         [--budget 0.08] [--no-peers | --peers loop,grouped_mm,scaled_mm] [--kernels grouped_bf16_tc,grouped_w4a16_tc]
+        [--silu] [--fp8-mma]
 
 Per model, expert layer (gate_up: the tokens' rows gathered in the kernel; down: activations in routed order) and
 batch B: one routing drawn with seed 0 (models.moe.draw), then
@@ -13,6 +14,10 @@ batch B: one routing drawn with seed 0 (models.moe.draw), then
   torch_loop         bf16: a loop of torch.matmul over the touched experts (x already gathered, out= slices of y);
   torch_grouped_mm   bf16: torch._grouped_mm(x_routed, W.transpose(1, 2), offs) where the installed torch has it (x
                      already gathered; each expert's rows padded to a multiple of 8 only if torch refuses them bare);
+  --silu             bf16 gate+up also as grouped_bf16_tc_silu (SiLU·mul in the epilogue, N / 2 out) and
+                     grouped_bf16_tc+silu_mul (the GEMM, then the elementwise silu_mul_bf16 kernel);
+  --fp8-mma          fp8 also as grouped_fp8_tc_e4m3mma: the e4m3 mma.sync m16n8k32 itself (config f16=False), not
+                     the fragments converted to fp16 once for the f16 mma (the default, as fp8_tc_gemv);
   torch_scaled_mm    fp8: a loop of torch._scaled_mm over the touched experts on the same e4m3 codes (unpacked to
                      row-major once per layer) with row-wise scales (the tokens' scales x the expert's), bf16 out;
 each float64-checked (ours) and timed by the profiler's loop (workbench.measure.timing.measure: CUDA-graph replays,
@@ -141,11 +146,12 @@ class ScaledMmPeer:
         with _on_cupy_stream():
             f8 = torch.float8_e4m3fn
             W = torch.as_tensor(codes, device="cuda").view(f8).view(E, N, K)
-            x = torch.as_tensor(p.arrays["x"], device="cuda").view(f8)
+            x = torch.as_tensor(p.arrays["x"], device="cuda")  # uint8 codes: gathered as bytes, then viewed as e4m3
             sa = torch.as_tensor(p.arrays["sa"], device="cuda")
             sw = torch.as_tensor(p.arrays["w"][1], device="cuda")
             rows = torch.as_tensor(p.arrays["rows"], device="cuda").long()
             xr, sar = (x[rows], sa[rows]) if self.ours.gather else (x, sa)
+            xr = xr.view(f8)
             spans = [(e, int(r.offsets[e]), int(r.offsets[e + 1])) for e in range(E) if r.counts[e]]
             scales = [(sar[a:b].reshape(-1, 1).contiguous(), sw[e].reshape(1, 1).expand(1, N).contiguous())
                       for e, a, b in spans]
@@ -191,6 +197,8 @@ def main() -> None:
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--peers", default="loop,grouped_mm,scaled_mm", help="torch peers to run (comma list)")
     ap.add_argument("--kernels", default="", help="only these of ours (comma list; default: all)")
+    ap.add_argument("--silu", action="store_true", help="bf16 gate+up: the fused SiLU·mul kernel and the unfused pair")
+    ap.add_argument("--fp8-mma", action="store_true", help="fp8: also the e4m3 mma.sync variant (f16=False)")
     args = ap.parse_args()
 
     import cupy as cp
@@ -260,6 +268,7 @@ def main() -> None:
                     getattr(run, "_codes", {}).clear()
             cp.get_default_memory_pool().free_all_blocks()
     _print(rows)
+    _print_silu(rows)
     _print_schemes(rows)
     print(f"rows: {out_path}")
 
@@ -279,7 +288,15 @@ def _plan(args: Any, peers: set[str], torch: Any, has_grouped_mm: bool) -> list[
                                          routing_seed=0, gather=gather)
                 ours = make(f"grouped_{scheme}") if f"grouped_{scheme}" in grouped.KERNELS else None
                 tc = make(f"grouped_{scheme}_tc")
-                runners: list[Any] = [r for r in (tc, ours) if r is not None and (not wanted or r.name in wanted)]
+                silu = ([make("grouped_bf16_tc_silu"), make("grouped_bf16_tc", separate_silu=True)]
+                        if args.silu and scheme == "bf16" and gather else [])
+                if args.fp8_mma and scheme == "fp8":
+                    silu.append(make("grouped_fp8_tc", f16=False))
+                    silu[-1].name = "grouped_fp8_tc_e4m3mma"
+                for r in silu:
+                    r._weights = tc._weights  # the same random tiles: one copy of the experts
+                runners: list[Any] = [r for r in (tc, ours, *silu)
+                                      if r is not None and (not wanted or r.name in wanted)]
                 if torch is not None and scheme == "bf16" and ours is not None:
                     # on the CUDA-core kernel's row-major weights (generated even when that kernel is not timed)
                     runners += [TorchPeer(ours, kind) for kind in ("loop", "grouped_mm")
@@ -294,7 +311,7 @@ def _prewarm(plan: list[tuple[Any, ...]], args: Any) -> None:
     """Compile every launch configuration of our kernels the run needs, in parallel processes, before timing."""
     from kernels.toolchain import build
 
-    jobs = {(r.source, grouped.ENTRY[(r.name, r.gather)], build.device_arch(), r.launch_config(B, N, K).options())
+    jobs = {(r.source, grouped.ENTRY[(r.kernel, r.gather)], build.device_arch(), r.launch_config(B, N, K).options())
             for _, _, N, K, _, _, _, _, _, runners in plan for r in runners if isinstance(r, grouped.GroupedRunner)
             for B in map(int, args.batches.split(","))}
     t0 = time.perf_counter()
@@ -349,3 +366,17 @@ def _print_schemes(rows: list[dict[str, Any]]) -> None:
         bf, w4, f8 = (v.get(s, math.nan) for s in ("bf16", "w4a16", "fp8"))
         print(f"{model:14} {layer:7} {B:>3} {bf * 1e6:>8.1f} {w4 * 1e6:>8.1f} {f8 * 1e6:>8.1f} {bf / f8:>8.2f} "
               f"{w4 / f8:>6.2f} {v.get('fp8/read', math.nan):>8.2f}")
+
+
+def _print_silu(rows: list[dict[str, Any]]) -> None:
+    """bf16 gate+up with SiLU·mul: fused against the GEMM plus the separate elementwise kernel (us)."""
+    t: dict[tuple, dict[str, float]] = {}
+    for r in rows:
+        if r["scheme"] == "bf16" and r["layer"] == "gate_up" and r["kernel"].startswith("grouped_bf16_tc"):
+            t.setdefault((r["model"], r["B"]), {})[r["kernel"]] = r.get("time_s", math.nan)
+    if not any("grouped_bf16_tc_silu" in v for v in t.values()):
+        return
+    print(f"{'model':14} {'B':>3} {'gemm us':>8} {'+silu us':>8} {'fused us':>8} {'unfused/fused':>13}")
+    for (model, B), v in t.items():
+        g, u, f = (v.get(k, math.nan) for k in ("grouped_bf16_tc", "grouped_bf16_tc+silu_mul", "grouped_bf16_tc_silu"))
+        print(f"{model:14} {B:>3} {g * 1e6:>8.1f} {u * 1e6:>8.1f} {f * 1e6:>8.1f} {u / f:>13.2f}")

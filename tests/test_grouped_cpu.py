@@ -5,9 +5,12 @@ and sm_90 by its `// arch:` line)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
-from kernels.grouped import grouped
+from kernels.grouped import grouped, grouped_data
 from kernels.toolchain import compile_check
 from kernels.toolchain.build import source_path
 from models.errors import InputError
@@ -30,6 +33,8 @@ def _configs() -> set[tuple[str, tuple[str, ...]]]:
                         cfg = grouped.choose_tc_config(B, layer.N, layer.K, layer.experts, layer.top_k, scheme=scheme,
                                                        l2_bytes=l2)
                         out.add((source, cfg.options()))
+                        if scheme == "bf16":  # the fused SiLU·mul epilogue
+                            out.add((source, replace(cfg, silu=True).options()))
     return out
 
 
@@ -92,3 +97,20 @@ def test_every_chosen_configuration_compiles():
     for source, options in sorted(configs):
         r = compile_check.compile_source(source_path(source), "sm_90", options)
         assert r.ok, f"{source} {options}:\n{r.log}"
+
+
+def test_silu_mul_on_interleaved_gate_up_rows_equals_the_plain_layout():
+    rng = np.random.default_rng(0)
+    w, x = rng.standard_normal((48, 32)), rng.standard_normal((5, 32))  # I = 24: three tiles of 8 gate + 8 up
+    fused = grouped_data.silu_mul(x @ grouped_data.interleave_gate_up(w).T, interleaved=True)
+    plain = grouped_data.silu_mul(x @ w.T, interleaved=False)
+    g, u = x @ w[:24].T, x @ w[24:].T
+    assert np.allclose(plain, g / (1 + np.exp(-g)) * u) and np.allclose(fused, plain) and fused.shape == (5, 24)
+    assert np.array_equal(grouped_data.interleave_gate_up(w)[8:16], w[24:32])  # tile 0: gate 0-7, then up 0-7
+    with pytest.raises(InputError, match="I a multiple of 8"):
+        grouped_data.interleave_gate_up(w[:40])
+    cfg = grouped.choose_tc_config(4, 1536, 2048, 128, 8, silu=True)
+    assert "-DTCF_SILU=1" in cfg.options() and "-DTCF_SILU=1" not in replace(cfg, silu=False).options()
+    with pytest.raises(InputError, match="separate_silu runs after grouped_bf16_tc only"):
+        grouped.GroupedRunner("grouped_fp8_tc", 8, 2, separate_silu=True)
+    assert grouped.GroupedRunner("grouped_bf16_tc", 8, 2, separate_silu=True).name == "grouped_bf16_tc+silu_mul"

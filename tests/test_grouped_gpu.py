@@ -93,6 +93,15 @@ def test_fp8_tc_configs(cfg, B):
     assert err < TOL
 
 
+@pytest.mark.parametrize("B", [1, 5, 64, 256])
+def test_silu_mul_fused_and_separate(B):
+    # gate+up with silu(gate) * up: fused (fp32 sums into the epilogue) and the GEMM + elementwise kernel (bf16 gate and
+    # up rounded first); both against silu_mul of the float64 product
+    assert _check("grouped_bf16_tc_silu", B, 1536, 2048, 16, 8)[0] < TOL
+    assert _check("grouped_bf16_tc", B, 1536, 2048, 16, 8, separate_silu=True)[0] < TOL
+    assert _check("grouped_bf16_tc_silu", B, 208, 384, 12, 3, gather=False, tiles=2)[0] < TOL
+
+
 def test_fp8_scales_are_per_expert_and_per_token():
     r = grouped.GroupedRunner("grouped_fp8_tc", 4, 2, "uniform", routing_seed=1)
     p = r.make(16, 64, 128, seed=1, reference=True)

@@ -1,6 +1,8 @@
 """Grouped GEMV-class kernels for MoE decode: every expert of one layer in one launch (`KERNELS`: on the tensor cores,
 grouped_tc.cu, grouped_w4_tc.cu and grouped_q8_tc.cu, the bench's choice; on CUDA cores, grouped_gemv.cu).
-docs/moe.md has the numbers.
+`grouped_bf16_tc_silu` is
+grouped_bf16_tc on a gate+up layer with silu(gate) * up in its epilogue (output N / 2 wide); `GroupedRunner(...,
+separate_silu=True)` the unfused pair it is measured against. docs/moe.md has the numbers.
 
 A problem is one MoE expert layer at batch B: E experts of N x K weights (stacked [E, N, K]), top-k routing drawn by
 models.moe.draw with a fixed routing seed, the routed token list (rows sorted by expert, offsets per expert), and the
@@ -29,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from kernels import problems
+from kernels.grouped.grouped_data import dequantized, random_weights, silu_mul
 from kernels.launch import device_sms, resident_blocks
-from kernels.quant import pack_q8, pack_w4, quant
+from kernels.quant import quant
 from kernels.registry import Problem
 from kernels.toolchain import build
 from models.errors import InputError
@@ -44,13 +47,17 @@ SCHEMES = ("bf16", "w4a16", "fp8")
 KERNELS = {"grouped_bf16": ("bf16", "grouped_gemv.cu", False), "grouped_bf16_tc": ("bf16", "grouped_tc.cu", True),
            "grouped_w4a16": ("w4a16", "grouped_gemv.cu", False),
            "grouped_w4a16_tc": ("w4a16", "grouped_w4_tc.cu", True),
-           "grouped_fp8_tc": ("fp8", "grouped_q8_tc.cu", True)}
+           "grouped_fp8_tc": ("fp8", "grouped_q8_tc.cu", True),
+           "grouped_bf16_tc_silu": ("bf16", "grouped_tc.cu", True)}
+# gate+up with SiLU·mul fused into the epilogue (TCF_SILU): output silu(gate) * up, N / 2 wide (grouped_tc.cu)
+SILU_KERNELS = ("grouped_bf16_tc_silu",)
 MIN_CC = {"grouped_fp8_tc": 89}  # cvt.rn.f16x2.e4m3x2 and the e4m3 mma.sync (sm_89); the others: sm_80
 ENTRY = {("grouped_bf16", True): "grouped_gemv_bf16", ("grouped_bf16", False): "grouped_gemv_bf16",
          ("grouped_bf16_tc", True): "grouped_f16_tc", ("grouped_bf16_tc", False): "grouped_f16_tc",
          ("grouped_w4a16", True): "grouped_gemv_w4a16", ("grouped_w4a16", False): "grouped_gemv_w4a16_routed",
          ("grouped_w4a16_tc", True): "grouped_w4a16_tc", ("grouped_w4a16_tc", False): "grouped_w4a16_tc",
-         ("grouped_fp8_tc", True): "grouped_fp8_tc", ("grouped_fp8_tc", False): "grouped_fp8_tc"}
+         ("grouped_fp8_tc", True): "grouped_fp8_tc", ("grouped_fp8_tc", False): "grouped_fp8_tc",
+         ("grouped_bf16_tc_silu", True): "grouped_f16_tc", ("grouped_bf16_tc_silu", False): "grouped_f16_tc"}
 MB_BINS = (1, 2, 4, 8, 16)
 MAX_EXPERTS = 1024  # GROUPED_MAX_E: the touched-expert list each CTA keeps in shared memory
 G = 128
@@ -77,6 +84,7 @@ class TcConfig:
     minb: int = 2
     scheme: str = "bf16"  # the source: grouped_tc.cu (TCF_ options), grouped_w4_tc.cu (TCG_), grouped_q8_tc.cu (TCQ_)
     f16: bool = True  # fp8: e4m3 fragments converted to fp16 once, f16 mma (False: the e4m3 mma.sync m16n8k32)
+    silu: bool = False  # bf16: SiLU·mul in the epilogue (grouped_bf16_tc_silu)
 
     def smem_bytes(self) -> int:
         """Static shared memory: the warps' fp32 sums of a row tile and the touched-expert list."""
@@ -92,7 +100,8 @@ class TcConfig:
                     f"-DTCG_TILES={self.tiles}", f"-DTCG_MINB={self.minb}", f"-DW4_GROUP={G}",
                     f"-DGROUPED_DEPS={_deps_hash('grouped_w4_tc.cu')}")
         return ("-DF16_BF16=1", f"-DTCF_NT={self.nt}", f"-DTCF_WARPS={self.warps}", f"-DTCF_U={self.u}",
-                f"-DTCF_TILES={self.tiles}", f"-DTCF_MINB={self.minb}", f"-DGROUPED_DEPS={_deps_hash('grouped_tc.cu')}")
+                f"-DTCF_TILES={self.tiles}", f"-DTCF_MINB={self.minb}", f"-DGROUPED_DEPS={_deps_hash('grouped_tc.cu')}",
+                *(("-DTCF_SILU=1",) if self.silu else ()))
 
 
 def _deps_hash(source: str) -> str:
@@ -169,7 +178,7 @@ def check(kernel: str, batch: int, N: int, K: int, experts: int, top_k: int) -> 
     if kernel not in KERNELS:
         raise InputError(f"unknown grouped kernel {kernel!r}; valid: {', '.join(KERNELS)}")
     scheme, _, tc = KERNELS[kernel]
-    if tc and (N % 16 or K % 64):
+    if tc and (N % 16 or K % 64):  # the SiLU·mul kernel's N: gate and up, 8 channels of each per 16-row tile
         raise InputError(f"{kernel} needs N divisible by 16 and K by 64, got N={N}, K={K}")
     if min(batch, N, K, experts, top_k) < 1 or top_k > experts:
         raise InputError(f"grouped GEMV needs B, N, K >= 1 and 1 <= top-k <= E, got B={batch}, N={N}, K={K}, "
@@ -189,83 +198,6 @@ def expert_bytes(scheme: str, N: int, K: int) -> int:
     if scheme == "fp8":
         return N * K + 4
     return N * K * 2 if scheme == "bf16" else N * K // 2 + N * (K // G) * 4
-
-
-# ---------------------------------------------------------------- device data
-
-
-def random_weights(scheme: str, experts: int, N: int, K: int, seed: int) -> tuple[Any, ...]:
-    """Weights of every expert, stacked [E * N, ...], as random valid bit patterns (see the module doc), drawn a few
-    experts at a time (int32 draws: the only integer type CuPy's randint takes)."""
-    import cupy as cp
-
-    rs = cp.random.RandomState(seed)
-    rows = experts * N
-    if scheme == "fp8":
-        return random_fp8(rs, rows, K), (rs.uniform(0.5, 1.5, size=experts) * 0.01).astype(cp.float32)
-    if scheme == "bf16":
-        out = cp.empty((rows, K), dtype=cp.uint16)
-    else:
-        out = cp.empty((rows, K // 8), dtype=cp.uint32)
-        sz = cp.empty((rows, K // G), dtype=cp.uint32)
-    step = max(1, (1 << 26) // max(K, 1))  # rows per draw: 64 M values
-    for r0 in range(0, rows, step):
-        r1 = min(rows, r0 + step)
-        if scheme == "bf16":
-            v = rs.randint(0, 1 << 30, size=(r1 - r0, K), dtype=cp.int32).view(cp.uint32)
-            exp = (cp.uint32(0x76) + (v >> 16) % cp.uint32(3)) << 7  # 2^-9 .. 2^-7 times 1.m
-            out[r0:r1] = ((v & cp.uint32(0x807F)) | exp).astype(cp.uint16)
-        else:
-            hi = rs.randint(0, 1 << 16, size=(r1 - r0, K // 8), dtype=cp.int32).view(cp.uint32)
-            lo = rs.randint(0, 1 << 16, size=(r1 - r0, K // 8), dtype=cp.int32).view(cp.uint32)
-            out[r0:r1] = (hi << 16) | lo
-            scales = (rs.uniform(0.5, 1.5, size=(r1 - r0, K // G)) * 0.02).astype(cp.float16)
-            zeros = rs.randint(0, 16, size=(r1 - r0, K // G), dtype=cp.int32)
-            sz[r0:r1] = pack_w4.pack_scale_zero(scales, zeros, cp)
-    return (out,) if scheme == "bf16" else (out, sz)
-
-
-def random_fp8(rs: Any, rows: int, K: int) -> Any:
-    """uint32 [rows, K / 4]: four e4m3 codes a word, random sign and mantissa, exponent field 5-8 (0.25 to 3.75; never
-    NaN), drawn from two 16-bit draws a word, a few rows at a time."""
-    import cupy as cp
-
-    out = cp.empty((rows, K // 4), dtype=cp.uint32)
-    step = max(1, (1 << 26) // max(K // 4, 1))
-    for r0 in range(0, rows, step):
-        r1 = min(rows, r0 + step)
-        hi = rs.randint(0, 1 << 16, size=(r1 - r0, K // 4), dtype=cp.int32).view(cp.uint32)
-        lo = rs.randint(0, 1 << 16, size=(r1 - r0, K // 4), dtype=cp.int32).view(cp.uint32)
-        v = (hi << 16) | lo
-        exp = ((v >> 3) & cp.uint32(0x03030303)) + cp.uint32(0x05050505)  # per byte 5..8: no carry between bytes
-        out[r0:r1] = (v & cp.uint32(0x87878787)) | (exp << 3)
-    return out
-
-
-def dequantized(kernel: str, weights: tuple[Any, ...], expert: int, N: int, K: int) -> Any:
-    """One expert's weights as float64 [N, K] on the device (the reference's operand)."""
-    import cupy as cp
-
-    sl = slice(expert * N, (expert + 1) * N)
-    if kernel == "grouped_fp8_tc":  # pack_q8_tc words [N/16, K/64, 2, 32, 4] per expert, one fp32 scale
-        codes = pack_q8.unpack_q8_tc(weights[0][sl].reshape(N // 16, K // 64, 2, 32, 4), N, cp)
-        return problems.dequantize(quant.FP8(codes, weights[1][expert:expert + 1], "tensor"))
-    if kernel == "grouped_bf16_tc":  # the stacked rows hold each expert's pack_f16_tc layout: unpack it
-        packed = weights[0][sl].reshape(N // 16, K // 64, 2, 2, 8, 4, 8)  # (T, c, h, e, g, t, elem)
-        bits = cp.ascontiguousarray(packed.transpose(0, 3, 4, 1, 2, 5, 6)).reshape(N, K)
-        return quant.from_bf16_bits(bits, cp).astype(cp.float64)
-    if kernel == "grouped_bf16":
-        return quant.from_bf16_bits(weights[0][sl], cp).astype(cp.float64)
-    if kernel == "grouped_w4a16_tc":  # pack_w4a16_tc layouts: codes [N/16, K/64, 32, 4], scale+zero [N/16, K/G, 16]
-        codes = pack_w4.unpack_w4_tc(weights[0][sl].reshape(N // 16, K // 64, 32, 4), N, cp).astype(cp.float64)
-        sz = cp.ascontiguousarray(weights[1][sl].reshape(N // 16, K // G, 16).transpose(0, 2, 1)).reshape(N, K // G)
-    else:
-        codes = pack_w4.unpack_w4_fast(weights[0][sl], cp).astype(cp.float64)
-        sz = weights[1][sl]
-    scale = cp.ascontiguousarray((sz & 0xFFFF).astype(cp.uint16)).view(cp.float16).astype(cp.float64)
-    zero = cp.ascontiguousarray((sz >> 16).astype(cp.uint16)).view(cp.float16).astype(cp.float64) - 1024.0
-    g = codes.reshape(N, K // G, G)
-    return ((g - zero[..., None]) * scale[..., None]).reshape(N, K)
 
 
 @dataclass
@@ -296,20 +228,26 @@ def routed(batch: int, experts: int, top_k: int, routing: Routing | str | None, 
 
 
 class GroupedRunner:
-    """Runner protocol (M = batch) of one grouped kernel (KERNELS) on one MoE layer (E, top_k, routing, seed)."""
+    """Runner protocol (M = batch) of one grouped kernel (KERNELS) on one MoE layer (E, top_k, routing, seed).
+    `separate_silu` (grouped_bf16_tc only): the unfused gate+up + SiLU·mul, the GEMM then grouped_tc.cu's elementwise
+    silu_mul_bf16 in the same launch function (named grouped_bf16_tc+silu_mul)."""
 
     def __init__(self, kernel: str, experts: int, top_k: int, routing: Routing | str | None = None,
-                 routing_seed: int = 0, gather: bool = True, **config: Any) -> None:
+                 routing_seed: int = 0, gather: bool = True, separate_silu: bool = False, **config: Any) -> None:
         if kernel not in KERNELS:
             raise InputError(f"unknown grouped kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-        self.name, self.experts, self.top_k = kernel, experts, top_k
+        if separate_silu and kernel != "grouped_bf16_tc":
+            raise InputError(f"separate_silu runs after grouped_bf16_tc only, not {kernel!r}")
+        self.kernel, self.experts, self.top_k, self.separate = kernel, experts, top_k, separate_silu
+        self.name = kernel + "+silu_mul" if separate_silu else kernel
+        self.silu = "interleaved" if kernel in SILU_KERNELS else "halves" if separate_silu else ""
         self.scheme, self.source, self.tc = KERNELS[kernel]
         self.routing = parse_routing(routing)
         self.routing_seed, self.gather, self.config = routing_seed, gather, config
         self._weights: dict[tuple[int, int], tuple[Any, ...]] = {}
 
     def check(self, M: int, N: int, K: int) -> None:
-        check(self.name, M, N, K, self.experts, self.top_k)
+        check(self.kernel, M, N, K, self.experts, self.top_k)
         self.routing.check(self.experts, self.top_k)
 
     def weights(self, N: int, K: int) -> tuple[Any, ...]:
@@ -334,11 +272,11 @@ class GroupedRunner:
             x, sa = q.codes, q.scales
         else:
             x = quant.to_bf16_bits(xf, cp) if self.scheme == "bf16" else xf.astype(cp.float16)
-        y = cp.empty((R, N), dtype=xdt)
+        y = cp.empty((R, N // 2 if self.silu == "interleaved" else N), dtype=xdt)
         rows, offsets = cp.asarray(r.rows), cp.asarray(r.offsets)
         w = self.weights(N, K)
         cfg = self.launch_config(M, N, K)
-        func = build.function(self.source, ENTRY[(self.name, self.gather)], cfg.options())
+        func = build.function(self.source, ENTRY[(self.kernel, self.gather)], cfg.options())
         threads = cfg.warps * 32
         tiles = -(-N // 16) if self.tc else -(-N // cfg.rw)
         items = min(self.experts, M * self.top_k) * tiles  # the most (touched expert, tile) items
@@ -358,8 +296,19 @@ class GroupedRunner:
         def launch() -> None:
             func((grid,), (threads,), args)
 
+        if self.separate:  # then silu(y[:, :N/2]) * y[:, N/2:] by a second kernel, out N / 2 wide
+            gemm, out = launch, cp.empty((R, N // 2), dtype=xdt)
+            silu_fn = build.function(self.source, "silu_mul_bf16", cfg.options())
+            silu_grid = min(-(-R * (N // 16) // 256), 8 * device_sms())
+            silu_args = (y, out, np.int32(R), np.int32(N // 2))
+
+            def launch() -> None:
+                gemm()
+                silu_fn((silu_grid,), (256,), silu_args)
+
+            y = out
         touched = r.touched * expert_bytes(self.scheme, N, K)
-        moved = x.nbytes + y.nbytes + rows.nbytes + offsets.nbytes + (0 if sa is None else sa.nbytes)
+        moved = x.nbytes + y.nbytes + rows.nbytes + offsets.nbytes + (0 if sa is None else sa.nbytes)  # the output
         ref = self.reference(w, x if sa is None else (x, sa), r, N, K) if reference else None
         arrays = {"w": w, "x": x, "sa": sa, "rows": rows, "offsets": offsets, "launch": launch, "routed": r,
                   "config": cfg, "grid": grid}
@@ -370,12 +319,14 @@ class GroupedRunner:
             import cupy as cp
 
             l2 = int(cp.cuda.Device().attributes["L2CacheSize"])
-            return choose_tc_config(M, N, K, self.experts, self.top_k, scheme=self.scheme, l2_bytes=l2, **self.config)
+            silu = {"silu": True} if self.silu == "interleaved" else {}
+            return choose_tc_config(M, N, K, self.experts, self.top_k, scheme=self.scheme, l2_bytes=l2,
+                                    **{**silu, **self.config})
         return choose_config(self.scheme, M, K, self.experts, self.top_k, **self.config)
 
     def reference(self, w: tuple[Any, ...], x: Any, r: Routed, N: int, K: int) -> Any:
         """float64 y [R, N] from the weights the kernel reads (dequantized) and the activations it reads (bf16, fp16,
-        or (e4m3 codes, per-row scales) dequantized)."""
+        or (e4m3 codes, per-row scales) dequantized); SiLU·mul runners: silu(gate) * up of it, [R, N / 2]."""
         import cupy as cp
 
         if self.scheme == "fp8":
@@ -386,14 +337,14 @@ class GroupedRunner:
         y = cp.zeros((len(r.rows), N), dtype=cp.float64)
         for e in np.flatnonzero(r.counts):
             lo, hi = int(r.offsets[e]), int(r.offsets[e + 1])
-            y[lo:hi] = xf[rows[lo:hi]] @ dequantized(self.name, w, int(e), N, K).T
-        return y
+            y[lo:hi] = xf[rows[lo:hi]] @ dequantized(self.kernel, w, int(e), N, K).T
+        return silu_mul(y, self.silu == "interleaved", cp) if self.silu else y
 
     def check_device(self) -> None:
         """InputError on a GPU older than the kernel's minimum compute capability (MIN_CC)."""
         import cupy as cp
 
-        need, cc = MIN_CC.get(self.name, 80), int(cp.cuda.Device().compute_capability)
+        need, cc = MIN_CC.get(self.kernel, 80), int(cp.cuda.Device().compute_capability)
         if cc < need:
             raise InputError(f"{self.name} needs compute capability {need} or newer (sm_{need}); this GPU is sm_{cc}")
 
