@@ -69,7 +69,7 @@ def _runner_class() -> type:
     class Runner(GroupedRunner):
         def compile_jobs(self, M: int, N: int, K: int) -> list[build.Job]:
             cfg = self.launch_config(M, N, K)
-            return [(self.source, ENTRY[(self.name, self.gather)], build.device_arch(), cfg.options())]
+            return [(self.source, ENTRY[(self.kernel, self.gather)], build.device_arch(), cfg.options())]
 
     return Runner
 
