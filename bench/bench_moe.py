@@ -19,7 +19,8 @@ batch B: one routing drawn with seed 0 (models.moe.draw), then
   --fp8-mma          fp8 also as grouped_fp8_tc_e4m3mma: the e4m3 mma.sync m16n8k32 itself (config f16=False), not
                      the fragments converted to fp16 once for the f16 mma (the default, as fp8_tc_gemv);
   torch_scaled_mm    fp8: a loop of torch._scaled_mm over the touched experts on the same e4m3 codes (unpacked to
-                     row-major once per layer) with row-wise scales (the tokens' scales x the expert's), bf16 out;
+                     row-major once per layer) with row-wise scales (the tokens' scales x the expert's), bf16 out
+                     (torch 2.11 on an H100 refused every expert shape: CUBLAS_STATUS_NOT_SUPPORTED, in the notes);
 each float64-checked (ours) and timed by the profiler's loop (workbench.measure.timing.measure: CUDA-graph replays,
 input sets rotating over >= 3x the L2: the same routing relabelled onto other experts, or the whole expert set when
 that is larger), and the L2-cold read time of the touched experts' weight bytes (bench/anchors.py ReadLimit; above

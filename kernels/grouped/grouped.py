@@ -83,7 +83,9 @@ class TcConfig:
     tiles: int = 1  # row tiles of 16 channels per item
     minb: int = 2
     scheme: str = "bf16"  # the source: grouped_tc.cu (TCF_ options), grouped_w4_tc.cu (TCG_), grouped_q8_tc.cu (TCQ_)
-    f16: bool = True  # fp8: e4m3 fragments converted to fp16 once, f16 mma (False: the e4m3 mma.sync m16n8k32)
+    # fp8: e4m3 fragments converted to fp16 once, f16 mma; False: the e4m3 mma.sync m16n8k32 (H100, 2026-12-05:
+    # 0.95-1.45x the f16 path's time on the four models' experts, docs/moe.md)
+    f16: bool = True
     silu: bool = False  # bf16: SiLU·mul in the epilogue (grouped_bf16_tc_silu)
 
     def smem_bytes(self) -> int:
