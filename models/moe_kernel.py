@@ -10,7 +10,7 @@ expert's rows ~ Bin(B, q_e)) the layer's terms, for the kernel-tier's KernelPara
   memory   the read curve of V = touched experts' weights (× passes per expert where the experts exceed 2 × L2) plus
            the B·k activation rows in and out                             (p.mem_scale)
   tensor   2 · P · R · N · K on the kernel's mma.sync path                 (p.tc_eff: the GEMV-class tile's issue rate)
-  alu      W4A16: N · K · P weights converted                              (p.alu_dq)
+  alu      W4A16: N · K · P weights converted; FP8: the same count of e4m3 → fp16 conversions (p.alu_dq)
   fixed    the read curve at its smallest size, plus p.extra_fixed_s
 and time = models.kernel_model.combine. `GROUPED` holds the facts; its pass policy mirrors
 kernels/grouped/grouped.py choose_tc_config (tests/test_moe_kernel.py checks they agree). Pure Python and NumPy.
@@ -48,17 +48,25 @@ GROUPED: dict[str, GroupedFacts] = {
                                                                    stream_k_ctas=SPLIT_K)),
     "grouped_w4a16_tc": GroupedFacts("w4a16", KernelFacts(family="gemv", path="mma_sync_f16", dequant="w4",
                                                                       stream_k_ctas=SPLIT_K)),
+    # e4m3 fragments converted to fp16 once per pass (cvt.rn.f16x2.e4m3x2), products on the f16 mma.sync: the dense
+    # fp8_tc_gemv's path and conversion (kernels/tcgemv/tc_gemv_q8.py)
+    "grouped_fp8_tc": GroupedFacts("fp8", KernelFacts(family="gemv", path="mma_sync_f16", dequant="e4m3",
+                                                      stream_k_ctas=SPLIT_K)),
 }
 KERNEL_OF_SCHEME = {g.scheme: name for name, g in GROUPED.items()}
 
 
 GROUP = 128
 GROUP_META_BYTES = 4  # W4A16: the kernel stores an fp16 scale and an fp16 zero per group of 128 (pack_w4)
+EXPERT_SCALE_BYTES = 4  # FP8: one fp32 weight scale per expert (the per-token activation scales ride with the rows)
 
 
 def expert_weight_bytes(scheme: str, N: int, K: int) -> float:
-    """One expert's weights as the grouped kernel stores them (W4A16: 4-bit codes, a scale+zero word per group)."""
+    """One expert's weights as the grouped kernel stores them (W4A16: 4-bit codes, a scale+zero word per group;
+    FP8: e4m3 codes and one fp32 scale)."""
     t = traffic(get_scheme(scheme), 1.0, N, K)
+    if scheme == "fp8":
+        return float(t.weight_bytes + EXPERT_SCALE_BYTES)
     return float(t.weight_bytes + (N * (K // GROUP) * GROUP_META_BYTES if scheme == "w4a16" else t.scale_bytes))
 
 

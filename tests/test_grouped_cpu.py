@@ -1,19 +1,26 @@
 """The grouped MoE kernels without a GPU (kernels/grouped/grouped.py): launch configurations from (B, E, k, N, K) alone,
 refusals, and every tensor-core configuration the four MoE models' expert layers pick at batch 256 compiles for
-sm_90 (the compile check of tests/test_compile.py covers the sources at their defaults only)."""
+sm_90 (the compile check of tests/test_compile.py covers the sources at their defaults only, grouped_q8_tc.cu for sm_89
+and sm_90 by its `// arch:` line)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
-from kernels.grouped import grouped
+from kernels.grouped import grouped, grouped_data
 from kernels.toolchain import compile_check
 from kernels.toolchain.build import source_path
 from models.errors import InputError
 from models.workloads import get_model
 
 MOE = ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "olmoe-1b-7b")
-BATCHES = (256,)  # the largest passes, most registers (each compile takes seconds: the GPU tests compile the rest)
+# B = 256: the largest passes, most registers; B = 1: the most warps (each compile takes seconds: the GPU tests
+# compile the rest)
+BATCHES = (1, 256)
+TC_KERNELS = {k: v for k, v in grouped.KERNELS.items() if v[2]}
 
 
 def _configs() -> set[tuple[str, tuple[str, ...]]]:
@@ -21,9 +28,13 @@ def _configs() -> set[tuple[str, tuple[str, ...]]]:
     for key in MOE:
         for layer in (x for x in get_model(key).layers if x.experts > 1):
             for B in BATCHES:
-                for w4 in (False, True):
-                    cfg = grouped.choose_tc_config(B, layer.N, layer.K, layer.experts, layer.top_k, w4=w4)
-                    out.add(("grouped_w4_tc.cu" if w4 else "grouped_tc.cu", cfg.options()))
+                for scheme, source, _ in TC_KERNELS.values():
+                    for l2 in (50 << 20, 60 << 20):  # H100, H200: Mixtral's fp8 gate+up is "big" on one only
+                        cfg = grouped.choose_tc_config(B, layer.N, layer.K, layer.experts, layer.top_k, scheme=scheme,
+                                                       l2_bytes=l2)
+                        out.add((source, cfg.options()))
+                        if scheme == "bf16":  # the fused SiLU·mul epilogue
+                            out.add((source, replace(cfg, silu=True).options()))
     return out
 
 
@@ -36,7 +47,25 @@ def test_configurations_follow_the_batch_and_the_expert_size():
     cfg = grouped.choose_config("w4a16", 1, 768, 128, 8)
     assert (cfg.mb, cfg.warps, cfg.rw) == (1, 1, 8)  # 24 chunks per row: one warp, eight rows per tile
     assert grouped.choose_config("bf16", 256, 4096, 8, 2).mb == 16
-    assert grouped.choose_tc_config(4, 2048, 1024, 64, 8, w4=True, warps=2).warps == 2  # overrides win
+    assert grouped.choose_tc_config(4, 2048, 1024, 64, 8, scheme="w4a16", warps=2).warps == 2  # overrides win
+
+
+def test_fp8_configurations():
+    # DeepSeek-V3 gate+up at B = 1: 112 chunks of 64 bytes a row: 16 warps, two chunks each in flight
+    cfg = grouped.choose_tc_config(1, 4096, 7168, 256, 8, scheme="fp8")
+    assert (cfg.nt, cfg.warps, cfg.u, cfg.scheme, cfg.f16) == (1, 16, 2, "fp8", True)
+    assert "-DQ8_F16=1" in cfg.options() and "-DTCQ_WARPS=16" in cfg.options()
+    assert "-DQ8_F16=0" in grouped.choose_tc_config(1, 4096, 7168, 256, 8, scheme="fp8", f16=False).options()
+    # Mixtral's fp8 gate+up experts (117 MB) exceed twice a 50 MB L2 (sized to the busiest) but not a 60 MB one
+    assert grouped.choose_tc_config(256, 28672, 4096, 8, 2, scheme="fp8", l2_bytes=50 << 20).nt == 10
+    assert grouped.choose_tc_config(256, 28672, 4096, 8, 2, scheme="fp8", l2_bytes=60 << 20).nt == 8
+    assert grouped.expert_bytes("fp8", 4096, 7168) == 4096 * 7168 + 4
+    # 12 n-tiles of sums from 8 warps would not fit 48 KB of static shared memory: 4 warps
+    assert grouped.choose_tc_config(256, 2048, 4096, 2, 2, scheme="fp8", l2_bytes=1 << 20).warps == 4
+    with pytest.raises(InputError, match="needs 51216 bytes of shared memory; at most 49152"):
+        grouped.choose_tc_config(256, 2048, 4096, 2, 2, scheme="fp8", l2_bytes=1 << 20, warps=8)
+    with pytest.raises(InputError, match="no grouped tensor-core kernel for scheme 'w8a16'"):
+        grouped.choose_tc_config(1, 2048, 4096, 8, 2, scheme="w8a16")
 
 
 def test_refusals():
@@ -48,6 +77,11 @@ def test_refusals():
         grouped.check("grouped_w4a16_tc", 1, 64, 192, 8, 2)
     with pytest.raises(InputError, match="unknown grouped kernel"):
         grouped.GroupedRunner("bf16", 8, 2)
+    with pytest.raises(InputError, match="grouped_fp8_tc needs N divisible by 16 and K by 64, got N=72, K=640"):
+        grouped.check("grouped_fp8_tc", 1, 72, 640, 8, 2)
+    with pytest.raises(InputError, match="N divisible by 16 and K by 64"):
+        grouped.check("grouped_fp8_tc", 1, 80, 96, 8, 2)
+    grouped.check("grouped_fp8_tc", 3, 80, 640, 6, 2)  # 5 row tiles, 10 chunks: accepted
     assert grouped.expert_bytes("w4a16", 4096, 7168) == 4096 * 7168 // 2 + 4096 * 56 * 4
 
 
@@ -63,3 +97,20 @@ def test_every_chosen_configuration_compiles():
     for source, options in sorted(configs):
         r = compile_check.compile_source(source_path(source), "sm_90", options)
         assert r.ok, f"{source} {options}:\n{r.log}"
+
+
+def test_silu_mul_on_interleaved_gate_up_rows_equals_the_plain_layout():
+    rng = np.random.default_rng(0)
+    w, x = rng.standard_normal((48, 32)), rng.standard_normal((5, 32))  # I = 24: three tiles of 8 gate + 8 up
+    fused = grouped_data.silu_mul(x @ grouped_data.interleave_gate_up(w).T, interleaved=True)
+    plain = grouped_data.silu_mul(x @ w.T, interleaved=False)
+    g, u = x @ w[:24].T, x @ w[24:].T
+    assert np.allclose(plain, g / (1 + np.exp(-g)) * u) and np.allclose(fused, plain) and fused.shape == (5, 24)
+    assert np.array_equal(grouped_data.interleave_gate_up(w)[8:16], w[24:32])  # tile 0: gate 0-7, then up 0-7
+    with pytest.raises(InputError, match="I a multiple of 8"):
+        grouped_data.interleave_gate_up(w[:40])
+    cfg = grouped.choose_tc_config(4, 1536, 2048, 128, 8, silu=True)
+    assert "-DTCF_SILU=1" in cfg.options() and "-DTCF_SILU=1" not in replace(cfg, silu=False).options()
+    with pytest.raises(InputError, match="separate_silu runs after grouped_bf16_tc only"):
+        grouped.GroupedRunner("grouped_fp8_tc", 8, 2, separate_silu=True)
+    assert grouped.GroupedRunner("grouped_bf16_tc", 8, 2, separate_silu=True).name == "grouped_bf16_tc+silu_mul"

@@ -3,7 +3,9 @@
 Float64 checks on poisoned outputs: rel = ||y - ref|| / ||ref|| against the float64 product of the dequantized expert
 weights and the bf16/fp16 activations. bf16: exact products, fp32 sums, bf16 output (2^-9): tolerance 4e-3. W4A16:
 half2 sums over 32 weights (|q - z| <= 15) then fp32 (CUDA cores), or fp32 mma sums per group (tensor cores), fp16
-output: tolerance 4e-3. Cases: experts with no rows, every
+output: tolerance 4e-3. FP8 (grouped_fp8_tc): e4m3 x e4m3 products exact in fp16 (converted once, f16 mma) or the
+e4m3 mma, fp32 sums, per-token x per-expert fp32 scales, fp16 output: the same tolerance (the reference dequantizes the
+e4m3 activations the kernel reads, so quantization error is not counted). Cases: experts with no rows, every
 token on one expert (more rows than a pass holds), batch 1..256, the gather and routed-order inputs, a skewed routing,
 and the four MoE models' expert shapes (down: N = hidden, K = expert intermediate) with few experts so the weights
 stay small.
@@ -81,6 +83,33 @@ def test_tc_configs(cfg, B):
 def test_w4_tc_configs(cfg, B):
     err, _ = _check("grouped_w4a16_tc", B, 80, 640, 6, 2, **cfg)  # 5 row tiles, 5 groups: partial groups and steps
     assert err < TOL
+
+
+@pytest.mark.parametrize("cfg", [{"nt": 1}, {"nt": 4, "warps": 16}, {"warps": 4, "tiles": 2}, {"u": 2, "minb": 1},
+                                 {"nt": 10, "minb": 1}, {"f16": False}, {"f16": False, "nt": 3, "u": 2, "tiles": 2}])
+@pytest.mark.parametrize("B", [3, 40])
+def test_fp8_tc_configs(cfg, B):
+    err, _ = _check("grouped_fp8_tc", B, 80, 640, 6, 2, **cfg)  # 5 row tiles, 10 chunks: partial groups and steps
+    assert err < TOL
+
+
+@pytest.mark.parametrize("B", [1, 5, 64, 256])
+def test_silu_mul_fused_and_separate(B):
+    # gate+up with silu(gate) * up: fused (fp32 sums into the epilogue) and the GEMM + elementwise kernel (bf16 gate and
+    # up rounded first); both against silu_mul of the float64 product
+    assert _check("grouped_bf16_tc_silu", B, 1536, 2048, 16, 8)[0] < TOL
+    assert _check("grouped_bf16_tc", B, 1536, 2048, 16, 8, separate_silu=True)[0] < TOL
+    assert _check("grouped_bf16_tc_silu", B, 208, 384, 12, 3, gather=False, tiles=2)[0] < TOL
+
+
+def test_fp8_scales_are_per_expert_and_per_token():
+    r = grouped.GroupedRunner("grouped_fp8_tc", 4, 2, "uniform", routing_seed=1)
+    p = r.make(16, 64, 128, seed=1, reference=True)
+    sw, sa = p.arrays["w"][1].get(), p.arrays["sa"].get()
+    assert sw.shape == (4,) and len(np.unique(sw)) == 4 and sa.shape == (16,) and len(np.unique(sa)) == 16
+    poison(p.out)
+    r.launch(p)
+    assert relative_errors(r.output(p), p.ref.get())[0] < TOL
 
 
 # (N, K) of gate_up and down per model: Mixtral-8x7B, Qwen3-30B-A3B, DeepSeek-V3, OLMoE-1B-7B; top-k as the model,

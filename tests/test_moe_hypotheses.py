@@ -57,7 +57,7 @@ def test_predicted_on_any_gpu_and_measured_from_moe_rows():
 
 @pytest.mark.parametrize("text, message", [
     (hyp(model="no-such-model"), "field 'model': unknown model"),
-    (hyp(a="fp8"), "field 'a': 'fp8' has no grouped kernel; one of bf16, w4a16"),
+    (hyp(a="w8a16"), "field 'a': 'w8a16' has no grouped kernel; one of bf16, w4a16, fp8"),
     (hyp(extra='layer = "up"'), "field 'layer': 'up' is not accepted"),
     (hyp(extra='routing = "zipf:-1"'), "field 'routing': malformed routing"),
     (hyp(extra='routing = "HIST"'), "field 'routing': layer 'expert_gate_up' of mixtral-8x7b: routing histogram"),

@@ -25,10 +25,9 @@ L2 = 60 << 20
 def test_pass_rows_and_bytes_match_the_kernels_own_policy(model):
     for layer in (x for x in get_model(model).layers if x.experts > 1):
         for g in GROUPED.values():
-            w4 = g.scheme == "w4a16"
             assert expert_weight_bytes(g.scheme, layer.N, layer.K) == expert_bytes(g.scheme, layer.N, layer.K)
             for b in (1, 2, 8, 32, 64, 128, 256):
-                cfg = choose_tc_config(b, layer.N, layer.K, layer.experts, layer.top_k, w4=w4, l2_bytes=L2)
+                cfg = choose_tc_config(b, layer.N, layer.K, layer.experts, layer.top_k, scheme=g.scheme, l2_bytes=L2)
                 assert pass_rows(g, b, layer.N, layer.K, layer.experts, layer.top_k, L2) == 8 * cfg.nt
 
 

@@ -65,6 +65,17 @@ def test_plan_covers_each_models_expert_layers_per_kernel_and_batch():
     assert [p.spec.name for p in points][:len(points) // 2] == ["grouped_bf16_tc"] * (len(points) // 2)
 
 
+def test_default_schemes_include_fp8_where_the_gpu_runs_it():
+    specs = moe_points.select([], [])
+    assert [s.name for s in specs] == ["grouped_bf16_tc", "grouped_w4a16_tc", "grouped_fp8_tc"]
+    layers = moe_points.setups(["olmoe-1b-7b"], "uniform", 0)
+    on_h100 = moe_points.plan(specs, layers, [1, 8], 90)
+    assert {p.spec.name for p in on_h100} == {s.name for s in specs} and len(on_h100) == 3 * 2 * 2
+    on_a100 = moe_points.plan(specs, layers, [1, 8], 80)  # the e4m3 conversion needs sm_89
+    assert {p.spec.name for p in on_a100} == {"grouped_bf16_tc", "grouped_w4a16_tc"}
+    assert "sm_89" in moe_points.spec("grouped_fp8_tc").unsupported(80)
+
+
 def test_rows_carry_routing_seed_and_the_drawn_routing(tmp_path):
     out = tmp_path / "moe.parquet"
     factory = Factory()
@@ -136,7 +147,7 @@ def test_device_memory_counts_every_expert():
     (["--moe", "olmoe-1b-7b", "--routing", "zipf:x"], "malformed routing"),
     (["--moe", "olmoe-1b-7b", "--routing", "HIST"], "has 5 counts, but the layer has 64 experts"),
     (["--moe", "olmoe-1b-7b", "--routing", "NEG"], "counts must be finite numbers >= 0"),
-    (["--moe", "olmoe-1b-7b", "--scheme", "fp8"], "--moe measures schemes bf16, w4a16"),
+    (["--moe", "olmoe-1b-7b", "--scheme", "w8a16"], "--moe measures schemes bf16, w4a16, fp8"),
     (["--moe", "olmoe-1b-7b", "--kernel", "wg_bf16"], "unknown grouped kernel"),
     (["--moe", "olmoe-1b-7b", "--model", "llama-2-7b"], "leave out --model"),
     (["--moe", "olmoe-1b-7b", "--out", "x.csv"], "ending in .parquet"),

@@ -1,5 +1,8 @@
 """Grouped GEMV-class kernels for MoE decode: every expert of one layer in one launch (`KERNELS`: on the tensor cores,
-grouped_tc.cu and grouped_w4_tc.cu, the bench's choice; on CUDA cores, grouped_gemv.cu). docs/moe.md has the numbers.
+grouped_tc.cu, grouped_w4_tc.cu and grouped_q8_tc.cu, the bench's choice; on CUDA cores, grouped_gemv.cu).
+`grouped_bf16_tc_silu` is
+grouped_bf16_tc on a gate+up layer with silu(gate) * up in its epilogue (output N / 2 wide); `GroupedRunner(...,
+separate_silu=True)` the unfused pair it is measured against. docs/moe.md has the numbers.
 
 A problem is one MoE expert layer at batch B: E experts of N x K weights (stacked [E, N, K]), top-k routing drawn by
 models.moe.draw with a fixed routing seed, the routed token list (rows sorted by expert, offsets per expert), and the
@@ -11,8 +14,10 @@ it: float64 check, L2-cold rotation, CUDA-graph replays). Its input sets share o
 relabelling of the experts (the same routing histogram on other experts' bytes), so the rotation stays L2-cold without
 a second copy of tens of GB of experts. The grouped kernels are not in the registry's PROVIDERS: their problems have
 E, top-k and a routing besides (M, N, K), which the dense profiler sweep does not carry.
-Weights are random bit patterns drawn on the device (bf16 with exponents around 2^-7; W4 codes, scales and zeros),
-valid for every scheme and cheap for DeepSeek-V3's 15 GB of expert weights; the reference reads them back.
+Weights are random bit patterns drawn on the device (bf16 with exponents around 2^-7; W4 codes, scales and zeros;
+e4m3 codes of magnitude 0.25-3.75 and one fp32 scale per expert), valid for every scheme and cheap for DeepSeek-V3's
+15 GB of expert weights; the reference reads them back. FP8 activations are e4m3 with one fp32 scale per token,
+quantized outside the timed launch by kernels.problems.quantize_fp8 (as the dense fp8_tc_gemv's inputs are).
 """
 
 from __future__ import annotations
@@ -25,40 +30,37 @@ from typing import Any
 
 import numpy as np
 
+from kernels import problems
+from kernels.grouped.grouped_data import dequantized, random_weights, silu_mul
 from kernels.launch import device_sms, resident_blocks
-from kernels.quant import pack_w4, quant
+from kernels.quant import quant
 from kernels.registry import Problem
 from kernels.toolchain import build
 from models.errors import InputError
-from models.kernel_terms import KernelFacts
 from models.moe import Routing, draw, expert_load, parse_routing, route
 
 # .cu files the grouped sources include (the build cache hashes the source and the .cuh headers only)
 INCLUDED = {"grouped_gemv.cu": ("gemv_f16.cu", "gemv_w4a16.cu"), "grouped_tc.cu": ("gemv_f16_tc.cu",),
-            "grouped_w4_tc.cu": ("gemv_w4a16_tc.cu",)}
-SCHEMES = ("bf16", "w4a16")
+            "grouped_w4_tc.cu": ("gemv_w4a16_tc.cu",), "grouped_q8_tc.cu": ("gemv_q8_tc.cu",)}
+SCHEMES = ("bf16", "w4a16", "fp8")
 # kernel -> (scheme, source, tensor cores)
 KERNELS = {"grouped_bf16": ("bf16", "grouped_gemv.cu", False), "grouped_bf16_tc": ("bf16", "grouped_tc.cu", True),
            "grouped_w4a16": ("w4a16", "grouped_gemv.cu", False),
-           "grouped_w4a16_tc": ("w4a16", "grouped_w4_tc.cu", True)}
+           "grouped_w4a16_tc": ("w4a16", "grouped_w4_tc.cu", True),
+           "grouped_fp8_tc": ("fp8", "grouped_q8_tc.cu", True),
+           "grouped_bf16_tc_silu": ("bf16", "grouped_tc.cu", True)}
+# gate+up with SiLU·mul fused into the epilogue (TCF_SILU): output silu(gate) * up, N / 2 wide (grouped_tc.cu)
+SILU_KERNELS = ("grouped_bf16_tc_silu",)
+MIN_CC = {"grouped_fp8_tc": 89}  # cvt.rn.f16x2.e4m3x2 and the e4m3 mma.sync (sm_89); the others: sm_80
 ENTRY = {("grouped_bf16", True): "grouped_gemv_bf16", ("grouped_bf16", False): "grouped_gemv_bf16",
          ("grouped_bf16_tc", True): "grouped_f16_tc", ("grouped_bf16_tc", False): "grouped_f16_tc",
          ("grouped_w4a16", True): "grouped_gemv_w4a16", ("grouped_w4a16", False): "grouped_gemv_w4a16_routed",
-         ("grouped_w4a16_tc", True): "grouped_w4a16_tc", ("grouped_w4a16_tc", False): "grouped_w4a16_tc"}
+         ("grouped_w4a16_tc", True): "grouped_w4a16_tc", ("grouped_w4a16_tc", False): "grouped_w4a16_tc",
+         ("grouped_fp8_tc", True): "grouped_fp8_tc", ("grouped_fp8_tc", False): "grouped_fp8_tc",
+         ("grouped_bf16_tc_silu", True): "grouped_f16_tc", ("grouped_bf16_tc_silu", False): "grouped_f16_tc"}
 MB_BINS = (1, 2, 4, 8, 16)
 MAX_EXPERTS = 1024  # GROUPED_MAX_E: the touched-expert list each CTA keeps in shared memory
 G = 128
-# What the kernel tier reads about them: CUDA-core products over the rows of each pass, weights read once per pass.
-FACTS = {
-    "grouped_bf16": KernelFacts(family="gemv", path="cuda_core", cuda_core_rows=True,
-                                m_tiles=tuple((mb, mb) for mb in MB_BINS)),
-    "grouped_bf16_tc": KernelFacts(family="gemv", path="mma_sync_bf16", m_tiles=((8, 8), (16, 16), (24, 24),
-                                                                                  (1 << 30, 32))),
-    "grouped_w4a16": KernelFacts(family="gemv", path="cuda_core", dequant="w4", cuda_core_rows=True,
-                                 m_tiles=tuple((mb, mb) for mb in MB_BINS)),
-    "grouped_w4a16_tc": KernelFacts(family="gemv", path="mma_sync_f16", dequant="w4",
-                                    m_tiles=((8, 8), (16, 16), (24, 24), (1 << 30, 32))),
-}
 
 
 @dataclass(frozen=True)
@@ -80,15 +82,28 @@ class TcConfig:
     u: int = 1  # chunks / groups each warp loads before the first mma
     tiles: int = 1  # row tiles of 16 channels per item
     minb: int = 2
-    w4: bool = False  # grouped_w4_tc.cu (TCG_ options) instead of grouped_tc.cu (TCF_)
+    scheme: str = "bf16"  # the source: grouped_tc.cu (TCF_ options), grouped_w4_tc.cu (TCG_), grouped_q8_tc.cu (TCQ_)
+    # fp8: e4m3 fragments converted to fp16 once, f16 mma; False: the e4m3 mma.sync m16n8k32 (H100, 2026-12-05:
+    # 0.95-1.45x the f16 path's time on the four models' experts, docs/moe.md)
+    f16: bool = True
+    silu: bool = False  # bf16: SiLU·mul in the epilogue (grouped_bf16_tc_silu)
+
+    def smem_bytes(self) -> int:
+        """Static shared memory: the warps' fp32 sums of a row tile and the touched-expert list."""
+        return self.warps * 16 * self.nt * 8 * 4 + 2 * MAX_EXPERTS + 16  # + the list's count, aligned
 
     def options(self) -> tuple[str, ...]:
-        if self.w4:
+        if self.scheme == "fp8":
+            return ("-DQ8_S8=0", f"-DQ8_F16={int(self.f16)}", f"-DTCQ_NT={self.nt}", f"-DTCQ_WARPS={self.warps}",
+                    f"-DTCQ_U={self.u}", f"-DTCQ_TILES={self.tiles}", f"-DTCQ_MINB={self.minb}",
+                    f"-DGROUPED_DEPS={_deps_hash('grouped_q8_tc.cu')}")
+        if self.scheme == "w4a16":
             return (f"-DTCG_NT={self.nt}", f"-DTCG_WARPS={self.warps}", f"-DTCG_U={self.u}",
                     f"-DTCG_TILES={self.tiles}", f"-DTCG_MINB={self.minb}", f"-DW4_GROUP={G}",
                     f"-DGROUPED_DEPS={_deps_hash('grouped_w4_tc.cu')}")
         return ("-DF16_BF16=1", f"-DTCF_NT={self.nt}", f"-DTCF_WARPS={self.warps}", f"-DTCF_U={self.u}",
-                f"-DTCF_TILES={self.tiles}", f"-DTCF_MINB={self.minb}", f"-DGROUPED_DEPS={_deps_hash('grouped_tc.cu')}")
+                f"-DTCF_TILES={self.tiles}", f"-DTCF_MINB={self.minb}", f"-DGROUPED_DEPS={_deps_hash('grouped_tc.cu')}",
+                *(("-DTCF_SILU=1",) if self.silu else ()))
 
 
 def _deps_hash(source: str) -> str:
@@ -112,28 +127,40 @@ def busiest_rows(batch: int, experts: int, top_k: int) -> float:
 
 
 TC_NT_MAX = 12  # up to 96 rows of an expert per pass
+STATIC_SMEM = 48 * 1024  # static __shared__ limit of a kernel
 
 
-def choose_tc_config(batch: int, N: int, K: int, experts: int, top_k: int, w4: bool = False, l2_bytes: int = 50 << 20,
-                     **override: Any) -> TcConfig:
+def choose_tc_config(batch: int, N: int, K: int, experts: int, top_k: int, scheme: str = "bf16",
+                     l2_bytes: int = 50 << 20, **override: Any) -> TcConfig:
     """Tensor-core kernels: one pass covers the mean rows per touched expert; where an expert's weights exceed twice
     the L2 (a second pass reads them from DRAM again), the expected busiest expert's rows. Warps split K by 64-wide
-    chunks (bf16) or 128-wide groups (W4A16). H200 (bench/bench_moe.py, 2026-12-04): sized to the busiest, Mixtral's
+    chunks (bf16, fp8) or 128-wide groups (W4A16), halved while their sums would not fit the static shared memory.
+    fp8 takes bf16's warps over the same 64-wide chunks (half the bytes each), two chunks in flight per warp where
+    every warp gets four or more. H200 (bench/bench_moe.py, 2026-12-04): sized to the busiest, Mixtral's
     235 MB experts at B = 128 took 704 against 964 us; Qwen3's 6 MB experts at B = 256 329 against 268 us, DeepSeek-V3's
     59 MB 4091 against 3576 us."""
-    big = expert_bytes("w4a16" if w4 else "bf16", N, K) > 2 * l2_bytes
+    if scheme not in SCHEMES:
+        raise InputError(f"no grouped tensor-core kernel for scheme {scheme!r}; valid: {', '.join(SCHEMES)}")
+    big = expert_bytes(scheme, N, K) > 2 * l2_bytes
     rows = busiest_rows(batch, experts, top_k) if big else mean_rows(batch, experts, top_k)
     nt = max(1, min(TC_NT_MAX, math.ceil(rows / 8 - 1e-6)))  # 32.0000001 rows (all experts touched) is 4 n-tiles
-    if w4:
+    if scheme == "w4a16":
         groups = K // G
         warps = 8 if groups >= 16 else 4 if groups >= 4 else 2
         cfg = TcConfig(nt=nt, warps=warps, u=2 if groups >= 2 * warps and nt <= 2 else 1,
-                       minb=1 if nt > 4 else 2, w4=True)
+                       minb=1 if nt > 4 else 2, scheme=scheme)
     else:
         chunks = K // 64
         warps = 16 if chunks >= 64 and nt <= 2 else 8 if chunks >= 16 else 4
-        cfg = TcConfig(nt=nt, warps=warps, minb=1 if nt > 4 else 2)
-    return TcConfig(**{**cfg.__dict__, **override})
+        u = 2 if scheme == "fp8" and chunks >= 4 * warps and nt <= 4 else 1
+        cfg = TcConfig(nt=nt, warps=warps, u=u, minb=1 if nt > 4 else 2, scheme=scheme)
+    while cfg.warps > 1 and cfg.smem_bytes() > STATIC_SMEM:
+        cfg = TcConfig(**{**cfg.__dict__, "warps": cfg.warps // 2})
+    cfg = TcConfig(**{**cfg.__dict__, **override})
+    if cfg.smem_bytes() > STATIC_SMEM:
+        raise InputError(f"grouped {scheme} tensor-core config {cfg.warps} warps x {cfg.nt} n-tiles needs "
+                         f"{cfg.smem_bytes()} bytes of shared memory; at most {STATIC_SMEM}")
+    return cfg
 
 
 def choose_config(scheme: str, batch: int, K: int, experts: int, top_k: int, **override: Any) -> Config:
@@ -153,12 +180,12 @@ def check(kernel: str, batch: int, N: int, K: int, experts: int, top_k: int) -> 
     if kernel not in KERNELS:
         raise InputError(f"unknown grouped kernel {kernel!r}; valid: {', '.join(KERNELS)}")
     scheme, _, tc = KERNELS[kernel]
-    if tc and (N % 16 or K % 64):
+    if tc and (N % 16 or K % 64):  # the SiLU·mul kernel's N: gate and up, 8 channels of each per 16-row tile
         raise InputError(f"{kernel} needs N divisible by 16 and K by 64, got N={N}, K={K}")
     if min(batch, N, K, experts, top_k) < 1 or top_k > experts:
         raise InputError(f"grouped GEMV needs B, N, K >= 1 and 1 <= top-k <= E, got B={batch}, N={N}, K={K}, "
                          f"E={experts}, top-k={top_k}")
-    mult = 32 if scheme == "w4a16" else 8
+    mult = 32 if scheme == "w4a16" else 64 if scheme == "fp8" else 8
     if K % mult or (scheme == "w4a16" and K % G):
         raise InputError(f"grouped {scheme} needs K divisible by {G if scheme == 'w4a16' else mult}, got K={K}")
     if experts > MAX_EXPERTS:
@@ -168,63 +195,11 @@ def check(kernel: str, batch: int, N: int, K: int, experts: int, top_k: int) -> 
 
 
 def expert_bytes(scheme: str, N: int, K: int) -> int:
-    """Bytes of one expert's weights as the kernel stores them (W4A16: codes and one scale+zero word per group)."""
+    """Bytes of one expert's weights as the kernel stores them (W4A16: codes and one scale+zero word per group; FP8:
+    codes and one fp32 scale)."""
+    if scheme == "fp8":
+        return N * K + 4
     return N * K * 2 if scheme == "bf16" else N * K // 2 + N * (K // G) * 4
-
-
-# ---------------------------------------------------------------- device data
-
-
-def random_weights(scheme: str, experts: int, N: int, K: int, seed: int) -> tuple[Any, ...]:
-    """Weights of every expert, stacked [E * N, ...], as random valid bit patterns (see the module doc), drawn a few
-    experts at a time (int32 draws: the only integer type CuPy's randint takes)."""
-    import cupy as cp
-
-    rs = cp.random.RandomState(seed)
-    rows = experts * N
-    if scheme == "bf16":
-        out = cp.empty((rows, K), dtype=cp.uint16)
-    else:
-        out = cp.empty((rows, K // 8), dtype=cp.uint32)
-        sz = cp.empty((rows, K // G), dtype=cp.uint32)
-    step = max(1, (1 << 26) // max(K, 1))  # rows per draw: 64 M values
-    for r0 in range(0, rows, step):
-        r1 = min(rows, r0 + step)
-        if scheme == "bf16":
-            v = rs.randint(0, 1 << 30, size=(r1 - r0, K), dtype=cp.int32).view(cp.uint32)
-            exp = (cp.uint32(0x76) + (v >> 16) % cp.uint32(3)) << 7  # 2^-9 .. 2^-7 times 1.m
-            out[r0:r1] = ((v & cp.uint32(0x807F)) | exp).astype(cp.uint16)
-        else:
-            hi = rs.randint(0, 1 << 16, size=(r1 - r0, K // 8), dtype=cp.int32).view(cp.uint32)
-            lo = rs.randint(0, 1 << 16, size=(r1 - r0, K // 8), dtype=cp.int32).view(cp.uint32)
-            out[r0:r1] = (hi << 16) | lo
-            scales = (rs.uniform(0.5, 1.5, size=(r1 - r0, K // G)) * 0.02).astype(cp.float16)
-            zeros = rs.randint(0, 16, size=(r1 - r0, K // G), dtype=cp.int32)
-            sz[r0:r1] = pack_w4.pack_scale_zero(scales, zeros, cp)
-    return (out,) if scheme == "bf16" else (out, sz)
-
-
-def dequantized(kernel: str, weights: tuple[Any, ...], expert: int, N: int, K: int) -> Any:
-    """One expert's weights as float64 [N, K] on the device (the reference's operand)."""
-    import cupy as cp
-
-    sl = slice(expert * N, (expert + 1) * N)
-    if kernel == "grouped_bf16_tc":  # the stacked rows hold each expert's pack_f16_tc layout: unpack it
-        packed = weights[0][sl].reshape(N // 16, K // 64, 2, 2, 8, 4, 8)  # (T, c, h, e, g, t, elem)
-        bits = cp.ascontiguousarray(packed.transpose(0, 3, 4, 1, 2, 5, 6)).reshape(N, K)
-        return quant.from_bf16_bits(bits, cp).astype(cp.float64)
-    if kernel == "grouped_bf16":
-        return quant.from_bf16_bits(weights[0][sl], cp).astype(cp.float64)
-    if kernel == "grouped_w4a16_tc":  # pack_w4a16_tc layouts: codes [N/16, K/64, 32, 4], scale+zero [N/16, K/G, 16]
-        codes = pack_w4.unpack_w4_tc(weights[0][sl].reshape(N // 16, K // 64, 32, 4), N, cp).astype(cp.float64)
-        sz = cp.ascontiguousarray(weights[1][sl].reshape(N // 16, K // G, 16).transpose(0, 2, 1)).reshape(N, K // G)
-    else:
-        codes = pack_w4.unpack_w4_fast(weights[0][sl], cp).astype(cp.float64)
-        sz = weights[1][sl]
-    scale = cp.ascontiguousarray((sz & 0xFFFF).astype(cp.uint16)).view(cp.float16).astype(cp.float64)
-    zero = cp.ascontiguousarray((sz >> 16).astype(cp.uint16)).view(cp.float16).astype(cp.float64) - 1024.0
-    g = codes.reshape(N, K // G, G)
-    return ((g - zero[..., None]) * scale[..., None]).reshape(N, K)
 
 
 @dataclass
@@ -255,20 +230,26 @@ def routed(batch: int, experts: int, top_k: int, routing: Routing | str | None, 
 
 
 class GroupedRunner:
-    """Runner protocol (M = batch) of one grouped kernel (KERNELS) on one MoE layer (E, top_k, routing, seed)."""
+    """Runner protocol (M = batch) of one grouped kernel (KERNELS) on one MoE layer (E, top_k, routing, seed).
+    `separate_silu` (grouped_bf16_tc only): the unfused gate+up + SiLU·mul, the GEMM then grouped_tc.cu's elementwise
+    silu_mul_bf16 in the same launch function (named grouped_bf16_tc+silu_mul)."""
 
     def __init__(self, kernel: str, experts: int, top_k: int, routing: Routing | str | None = None,
-                 routing_seed: int = 0, gather: bool = True, **config: Any) -> None:
+                 routing_seed: int = 0, gather: bool = True, separate_silu: bool = False, **config: Any) -> None:
         if kernel not in KERNELS:
             raise InputError(f"unknown grouped kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-        self.name, self.experts, self.top_k = kernel, experts, top_k
+        if separate_silu and kernel != "grouped_bf16_tc":
+            raise InputError(f"separate_silu runs after grouped_bf16_tc only, not {kernel!r}")
+        self.kernel, self.experts, self.top_k, self.separate = kernel, experts, top_k, separate_silu
+        self.name = kernel + "+silu_mul" if separate_silu else kernel
+        self.silu = "interleaved" if kernel in SILU_KERNELS else "halves" if separate_silu else ""
         self.scheme, self.source, self.tc = KERNELS[kernel]
         self.routing = parse_routing(routing)
         self.routing_seed, self.gather, self.config = routing_seed, gather, config
         self._weights: dict[tuple[int, int], tuple[Any, ...]] = {}
 
     def check(self, M: int, N: int, K: int) -> None:
-        check(self.name, M, N, K, self.experts, self.top_k)
+        check(self.kernel, M, N, K, self.experts, self.top_k)
         self.routing.check(self.experts, self.top_k)
 
     def weights(self, N: int, K: int) -> tuple[Any, ...]:
@@ -280,18 +261,24 @@ class GroupedRunner:
         import cupy as cp
 
         self.check(M, N, K)
+        self.check_device()
         r = routed(M, self.experts, self.top_k, self.routing, self.routing_seed,
                    None if seed == self.routing_seed else seed)
         R = M * self.top_k
         xdt = cp.uint16 if self.scheme == "bf16" else cp.float16
         rng = cp.random.RandomState(seed + 12345)
         xf = rng.standard_normal((M if self.gather else R, K), dtype=cp.float32)
-        x = quant.to_bf16_bits(xf, cp) if self.scheme == "bf16" else xf.astype(cp.float16)
-        y = cp.empty((R, N), dtype=xdt)
+        sa = None
+        if self.scheme == "fp8":  # e4m3 codes, one fp32 scale per row (token), as the dense fp8 kernels' inputs
+            q = problems.quantize_fp8(xf, "channel")
+            x, sa = q.codes, q.scales
+        else:
+            x = quant.to_bf16_bits(xf, cp) if self.scheme == "bf16" else xf.astype(cp.float16)
+        y = cp.empty((R, N // 2 if self.silu == "interleaved" else N), dtype=xdt)
         rows, offsets = cp.asarray(r.rows), cp.asarray(r.offsets)
         w = self.weights(N, K)
         cfg = self.launch_config(M, N, K)
-        func = build.function(self.source, ENTRY[(self.name, self.gather)], cfg.options())
+        func = build.function(self.source, ENTRY[(self.kernel, self.gather)], cfg.options())
         threads = cfg.warps * 32
         tiles = -(-N // 16) if self.tc else -(-N // cfg.rw)
         items = min(self.experts, M * self.top_k) * tiles  # the most (touched expert, tile) items
@@ -301,6 +288,9 @@ class GroupedRunner:
         if self.scheme == "bf16":  # both bf16 kernels take the same arguments
             args = (w[0], x, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K),
                     np.int32(int(self.gather)))
+        elif self.scheme == "fp8":
+            args = (w[0], w[1], x, sa, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K),
+                    np.int32(int(self.gather)))
         else:
             last = np.int32(int(self.gather)) if self.tc else np.int32(int(math.log2(G // 32)))  # gather / gshift
             args = (w[0], w[1], x, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K), last)
@@ -308,11 +298,22 @@ class GroupedRunner:
         def launch() -> None:
             func((grid,), (threads,), args)
 
+        if self.separate:  # then silu(y[:, :N/2]) * y[:, N/2:] by a second kernel, out N / 2 wide
+            gemm, out = launch, cp.empty((R, N // 2), dtype=xdt)
+            silu_fn = build.function(self.source, "silu_mul_bf16", cfg.options())
+            silu_grid = min(-(-R * (N // 16) // 256), 8 * device_sms())
+            silu_args = (y, out, np.int32(R), np.int32(N // 2))
+
+            def launch() -> None:
+                gemm()
+                silu_fn((silu_grid,), (256,), silu_args)
+
+            y = out
         touched = r.touched * expert_bytes(self.scheme, N, K)
-        moved = x.nbytes + y.nbytes + rows.nbytes + offsets.nbytes
-        ref = self.reference(w, x, r, N, K) if reference else None
-        arrays = {"w": w, "x": x, "rows": rows, "offsets": offsets, "launch": launch, "routed": r, "config": cfg,
-                  "grid": grid}
+        moved = x.nbytes + y.nbytes + rows.nbytes + offsets.nbytes + (0 if sa is None else sa.nbytes)  # the output
+        ref = self.reference(w, x if sa is None else (x, sa), r, N, K) if reference else None
+        arrays = {"w": w, "x": x, "sa": sa, "rows": rows, "offsets": offsets, "launch": launch, "routed": r,
+                  "config": cfg, "grid": grid}
         return Problem(M=M, N=N, K=K, arrays=arrays, out=y, nbytes=touched + moved, ref=ref, bytes=touched + moved)
 
     def launch_config(self, M: int, N: int, K: int) -> Config | TcConfig:
@@ -320,21 +321,34 @@ class GroupedRunner:
             import cupy as cp
 
             l2 = int(cp.cuda.Device().attributes["L2CacheSize"])
-            return choose_tc_config(M, N, K, self.experts, self.top_k, w4=self.scheme == "w4a16", l2_bytes=l2,
-                                    **self.config)
+            silu = {"silu": True} if self.silu == "interleaved" else {}
+            return choose_tc_config(M, N, K, self.experts, self.top_k, scheme=self.scheme, l2_bytes=l2,
+                                    **{**silu, **self.config})
         return choose_config(self.scheme, M, K, self.experts, self.top_k, **self.config)
 
     def reference(self, w: tuple[Any, ...], x: Any, r: Routed, N: int, K: int) -> Any:
-        """float64 y [R, N] from the weights the kernel reads (dequantized) and the bf16/fp16 activations."""
+        """float64 y [R, N] from the weights the kernel reads (dequantized) and the activations it reads (bf16, fp16,
+        or (e4m3 codes, per-row scales) dequantized); SiLU·mul runners: silu(gate) * up of it, [R, N / 2]."""
         import cupy as cp
 
-        xf = quant.from_bf16_bits(x, cp).astype(cp.float64) if self.scheme == "bf16" else x.astype(cp.float64)
+        if self.scheme == "fp8":
+            xf = problems.dequantize_act(x)
+        else:
+            xf = quant.from_bf16_bits(x, cp).astype(cp.float64) if self.scheme == "bf16" else x.astype(cp.float64)
         rows = cp.asarray(r.rows) if self.gather else cp.arange(len(r.rows))
         y = cp.zeros((len(r.rows), N), dtype=cp.float64)
         for e in np.flatnonzero(r.counts):
             lo, hi = int(r.offsets[e]), int(r.offsets[e + 1])
-            y[lo:hi] = xf[rows[lo:hi]] @ dequantized(self.name, w, int(e), N, K).T
-        return y
+            y[lo:hi] = xf[rows[lo:hi]] @ dequantized(self.kernel, w, int(e), N, K).T
+        return silu_mul(y, self.silu == "interleaved", cp) if self.silu else y
+
+    def check_device(self) -> None:
+        """InputError on a GPU older than the kernel's minimum compute capability (MIN_CC)."""
+        import cupy as cp
+
+        need, cc = MIN_CC.get(self.kernel, 80), int(cp.cuda.Device().compute_capability)
+        if cc < need:
+            raise InputError(f"{self.name} needs compute capability {need} or newer (sm_{need}); this GPU is sm_{cc}")
 
     def launch(self, problem: Problem) -> None:
         problem.arrays["launch"]()

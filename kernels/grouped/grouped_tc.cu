@@ -6,8 +6,46 @@
 // shared memory), with each lane's x rows gathered through the routed rows.
 // Weights: each expert's N x K packed by kernels/tcgemv/tc_gemv_f16.py pack_f16_tc (N % 16 == 0, so no tile straddles two
 // experts), the experts stacked: expert e's tiles start at 16-byte index e * (N / 16) * (K / 64) * 128.
+// TCF_SILU 1: the gate+up layer with SiLU·mul in the epilogue, y[row][8 T + c] = silu(gate) * up from the fp32 sums,
+// output N / 2 wide; each 16-channel tile T holds gate channels 8 T .. 8 T + 7 (its rows 0-7) and the matching up
+// channels (rows 8-15): grouped.py interleave_gate_up orders a [gate; up] weight so before packing. `silu_mul_bf16` is
+// the unfused alternative's separate elementwise kernel on a plain [gate | up] output.
+#ifndef TCF_SILU
+#define TCF_SILU 0
+#endif
 #include "gemv_f16_tc.cu"
 #include "grouped_common.cuh"
+
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + __expf(-g)) * u; }
+
+// reduce_tiles for TCF_SILU: the warps' sums of each row tile meet in shared memory, then one thread per (batch row
+// m < M, gate channel c < 8) sums gate (channel c) and up (channel c + 8) and calls store(m, 8 * tile + c, silu * up).
+template <int WARPS, int NT, int TILES, class Store>
+__device__ __forceinline__ void reduce_tiles_silu(const float (&acc)[TILES][NT][4], int warp, int g, int t, int tile0,
+                                                  int M, int ntiles, Store store) {
+  __shared__ float red[WARPS][16][NT * 8];
+#pragma unroll
+  for (int r = 0; r < TILES; ++r) {
+    if (r) __syncthreads();
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp][g + 8 * (i >> 1)][8 * j + 2 * t + (i & 1)] = acc[r][j][i];
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < NT * 8 * 8; idx += WARPS * 32) {
+      const int c = idx & 7, m = idx >> 3;
+      if (m < M && tile0 + r < ntiles) {
+        float gs = 0.f, us = 0.f;
+#pragma unroll
+        for (int q = 0; q < WARPS; ++q) {
+          gs += red[q][c][m];
+          us += red[q][c + 8][m];
+        }
+        store(m, (tile0 + r) * 8 + c, silu_mul(gs, us));
+      }
+    }
+  }
+}
 
 // acc += x[rows of this pass, chunk c] . W[tiles, chunk c]^T; xr[j] is the x row of batch row g + 8 j (-1: none).
 __device__ __forceinline__ void gathered_chunk(const Ctx& p, Sums& acc, const Chunk& w, int c, const int (&xr)[NT]) {
@@ -55,10 +93,34 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, TCF_MINB)
       zero_sums(acc);
       split_k<WARPS, U, Chunk>(chunks, p.warp, [&](Chunk& w, int c) { load_chunk(p, w, tile0, c); },
                                [&](const Chunk& w, int c) { gathered_chunk(p, acc, w, c, xr); });
+#if TCF_SILU
+      reduce_tiles_silu<WARPS, NT, TILES>(acc, p.warp, p.g, p.t, tile0, M, ntiles, [&](int m, int n, float v) {
+        y[(size_t)(start + m0 + m) * (N >> 1) + n] = to_out(v);
+      });
+#else
       reduce_tiles<WARPS, NT, TILES>(acc, p.warp, p.g, p.t, tile0, M, N, [&](int m, int n, float v) {
         y[(size_t)(start + m0 + m) * N + n] = to_out(v);
       });
+#endif
       __syncthreads();  // the next pass writes the reduction buffer again
     }
+  }
+}
+
+__device__ __forceinline__ unsigned silu_mul2(unsigned g, unsigned u) {  // two bf16 pairs -> one
+  const float lo = silu_mul(__uint_as_float(g << 16), __uint_as_float(u << 16));
+  const float hi = silu_mul(__uint_as_float(g & 0xffff0000u), __uint_as_float(u & 0xffff0000u));
+  return (unsigned)to_out(lo) | ((unsigned)to_out(hi) << 16);
+}
+
+// out[r][c] = silu(y[r][c]) * y[r][half + c] over bf16 rows of 2 * half (half % 8 == 0), eight values a thread.
+extern "C" __global__ void silu_mul_bf16(const uint4* __restrict__ y, uint4* __restrict__ out, int rows, int half) {
+  const int per_row = half >> 3;
+  const long total = (long)rows * per_row;
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+    const long r = i / per_row;
+    const int c = (int)(i - r * per_row);
+    const uint4 g = __ldg(y + r * 2 * per_row + c), u = __ldg(y + r * 2 * per_row + per_row + c);
+    out[i] = make_uint4(silu_mul2(g.x, u.x), silu_mul2(g.y, u.y), silu_mul2(g.z, u.z), silu_mul2(g.w, u.w));
   }
 }

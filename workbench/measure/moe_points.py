@@ -24,7 +24,7 @@ from models.moe import Routing, draw, parse_routing
 from workbench.measure.profiler import Point, Shape
 
 # scheme -> the grouped kernel the sweep measures it with (the tensor-core ones: the bench's choice, docs/moe.md)
-SCHEME_KERNELS = {"bf16": "grouped_bf16_tc", "w4a16": "grouped_w4a16_tc"}
+SCHEME_KERNELS = {"bf16": "grouped_bf16_tc", "w4a16": "grouped_w4a16_tc", "fp8": "grouped_fp8_tc"}
 MOE_BATCH_MAX = 4096
 
 
@@ -69,26 +69,27 @@ def _runner_class() -> type:
     class Runner(GroupedRunner):
         def compile_jobs(self, M: int, N: int, K: int) -> list[build.Job]:
             cfg = self.launch_config(M, N, K)
-            return [(self.source, ENTRY[(self.name, self.gather)], build.device_arch(), cfg.options())]
+            return [(self.source, ENTRY[(self.kernel, self.gather)], build.device_arch(), cfg.options())]
 
     return Runner
 
 
 def spec(kernel: str) -> KernelSpec:
     """A KernelSpec for a grouped kernel (they are not in the registry's PROVIDERS: their problems need a setup)."""
-    from kernels.grouped.grouped import ENTRY, KERNELS
+    from kernels.grouped.grouped import ENTRY, KERNELS, MIN_CC
 
     if kernel not in KERNELS:
         raise InputError(f"unknown grouped kernel {kernel!r}; valid with --moe: {', '.join(KERNELS)}")
     scheme, source, tc = KERNELS[kernel]
     return KernelSpec(name=kernel, scheme=scheme, backend="nvrtc", role="optimized",
                       runner="workbench.measure.moe_points:runner_factory", m_min=1, m_max=MOE_BATCH_MAX,
-                      source=source, entry=ENTRY[(kernel, True)],
+                      min_cc=MIN_CC.get(kernel, 80), source=source, entry=ENTRY[(kernel, True)],
                       geometry="persistent grid over (touched expert, row tile) items, one launch per layer")
 
 
 def select(schemes: list[str], kernels: list[str]) -> list[KernelSpec]:
-    """The grouped kernels to run: named ones, else the tensor-core kernel of each scheme (default: bf16, w4a16)."""
+    """The grouped kernels to run: named ones, else the tensor-core kernel of each scheme (default: all of
+    SCHEME_KERNELS; plan leaves out those the GPU's compute capability cannot run, fp8 below sm_89)."""
     if kernels:
         specs = [spec(k) for k in kernels]
         return [s for s in specs if not schemes or s.scheme in schemes] or _none(schemes)
