@@ -22,8 +22,8 @@ def model_layers_kernel_tier(model: str, gpu: str, schemes: list[str], batches: 
                              table: ParamTable | None = None) -> pd.DataFrame:
     """(scheme, batch, layer, time_s, bytes) per linear layer of one decode step of `model` on `gpu`: the layer's
     instances × the kernel-tier time of the fastest registered kernel of the scheme (the whole-model roll-up of the
-    kernel tier); an MoE expert layer as one grouped launch where the scheme has a grouped kernel (bf16, w4a16). A
-    scheme whose quantization does not fit the model's shapes is left out."""
+    kernel tier); an MoE expert layer as one grouped launch where the scheme has a grouped kernel
+    (models.moe_kernel.GROUPED). A scheme whose quantization does not fit the model's shapes is left out."""
     from models.rollup import model_points
     from models.roofline import predict
     from models.workloads import get_model

@@ -5,7 +5,7 @@ model's expert layers at a batch, each layer one grouped launch (the grouped ker
     id = "mixtral-w4a16-experts-b64"
     kind = "moe_speedup"
     model = "mixtral-8x7b"      # an MoE model of data/workloads.toml
-    a = "w4a16"                 # schemes with a grouped kernel: bf16, w4a16
+    a = "w4a16"                 # schemes with a grouped kernel: bf16, w4a16, fp8
     b = "bf16"
     batch = 64                  # or a list
     op = ">="
