@@ -61,9 +61,11 @@ def test_predicted_touched_experts_and_layer_sum():
     summed = layers.groupby("batch")["time_kernel_s"].sum()
     assert np.allclose(pred["time_s"].to_numpy(), summed.to_numpy())
     # a scheme without a grouped kernel is predicted with a roofline tier (H100: no calibration -> datasheet)
-    fp8 = curves("mixtral-8x7b", "experts", ["fp8"], "zipf:1", ["h100-sxm"], [1], None)
-    assert set(fp8[fp8["scheme"] == "fp8"]["tier"]) == {"datasheet"}
-    assert (fp8["time_s"] > 0).all()
+    w8 = curves("mixtral-8x7b", "experts", ["w8a16"], "zipf:1", ["h100-sxm"], [1], None)
+    assert set(w8[w8["scheme"] == "w8a16"]["tier"]) == {"datasheet"}
+    assert (w8["time_s"] > 0).all()
+    fp8 = curves("mixtral-8x7b", "experts", ["fp8"], "uniform", ["h100-sxm"], [1], None)  # grouped_fp8_tc
+    assert set(fp8[fp8["scheme"] == "fp8"]["tier"]) == {"kernel"}
 
 
 def test_bad_layer_or_routing_is_one_line_error():
