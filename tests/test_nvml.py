@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from tests.fakes_profiler import FakeNvmlDevice
-from workbench.measure.nvml import NvmlSampler, Sample, cuda_uuid_to_nvml, reason_names, summarize
+from workbench.measure.nvml import NvmlSampler, Sample, cuda_uuid_to_nvml, reason_names, summarize, uuid_of_pci_bus
 
 
 def s(sm_mhz, reasons=0, temp=50.0):
@@ -36,6 +36,26 @@ def test_reason_names_unknown_bits():
 def test_uuid_format():
     raw = bytes(range(16))
     assert cuda_uuid_to_nvml(raw) == "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
+
+
+def test_a_uuid_cut_at_a_zero_byte_is_looked_up_by_pci_bus():
+    cut = bytes.fromhex("1f80cd844e1615b7b3")  # what CuPy gave on an H200 whose UUID has a zero 10th byte
+    assert cuda_uuid_to_nvml(cut) == ""
+
+    class FakeNvml:
+        def nvmlInit(self):
+            pass
+
+        def nvmlDeviceGetHandleByPciBusId(self, bus):
+            if bus != "0000:19:00.0":
+                raise LookupError(bus)
+            return "h"
+
+        def nvmlDeviceGetUUID(self, handle):
+            return b"GPU-1f80cd84-4e16-15b7-b300-7d204c014c26"
+
+    assert uuid_of_pci_bus("0000:19:00.0", FakeNvml()) == "GPU-1f80cd84-4e16-15b7-b300-7d204c014c26"
+    assert uuid_of_pci_bus("0000:20:00.0", FakeNvml()) == ""
 
 
 def test_sampler_with_fake_device():

@@ -105,13 +105,13 @@ def _cuda_version(v: int) -> str:
 
 def detect(device: int = 0) -> Environment:
     """Read the environment of CUDA device `device` (needs CuPy and a GPU)."""
-    from workbench.measure.nvml import cuda_uuid_to_nvml
+    from workbench.measure.nvml import cuda_uuid_to_nvml, uuid_of_pci_bus
 
     cupy = require_gpu()
     rt = cupy.cuda.runtime
     props = rt.getDeviceProperties(device)
     name = _decode(props["name"])
-    uuid = cuda_uuid_to_nvml(props["uuid"]) if "uuid" in props else ""
+    uuid = cuda_uuid_to_nvml(props.get("uuid", b"")) or uuid_of_pci_bus(rt.deviceGetPCIBusId(device))
     driver = ""
     try:
         import pynvml

@@ -114,11 +114,26 @@ def summarize(samples: list[Sample], calibration_sm_clock_hz: float = float("nan
 
 
 def cuda_uuid_to_nvml(uuid: bytes | str) -> str:
-    """CUDA's 16-byte device UUID as NVML's string form, 'GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx'."""
+    """CUDA's 16-byte device UUID as NVML's string form, 'GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx'; "" when the
+    bytes are not 16 (CuPy hands the char[16] cut at its first zero byte: GPU-1f80cd84-4e16-15b7-b300-… came as 9)."""
     if isinstance(uuid, str):
         return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
     h = bytes(uuid).hex()
+    if len(h) != 32:
+        return ""
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def uuid_of_pci_bus(bus_id: str, nvml: Any = None) -> str:
+    """NVML's UUID of the device at PCI `bus_id` ('0000:19:00.0', CUDA's form); "" when NVML cannot say."""
+    try:
+        if nvml is None:
+            import pynvml as nvml  # lazy: nvidia-ml-py
+        nvml.nvmlInit()
+        uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByPciBusId(bus_id))
+    except Exception:  # no NVML, or no device at that bus: the caller records no UUID
+        return ""
+    return uuid.decode() if isinstance(uuid, bytes) else str(uuid)
 
 
 class NvmlDevice:
