@@ -169,6 +169,48 @@ extern "C" __global__ void quantize_fp8_rows(const float* w, int rows, int K, in
     }
 }
 
+// quant.quantize_fp8(..., "block"): one scale per br x bc block of a rows x K array (the last blocks partial),
+// scale = fp32(amax / 448) (1 when amax == 0), codes = e4m3(w / scale); one CUDA block of 256 threads per scale block
+// (the block scales of DeepSeek-V3: 128 x 128 for weights, 1 x 128 for activations).
+extern "C" __global__ void quantize_fp8_blocks(const float* w, int rows, int K, int br, int bc, unsigned char* codes,
+                                               float* scales) {
+    __shared__ double part[256];
+    const int nbc = (K + bc - 1) / bc, nb = ((rows + br - 1) / br) * nbc;
+    for (int b = blockIdx.x; b < nb; b += gridDim.x) {
+        const int r0 = (b / nbc) * br, c0 = (b % nbc) * bc;
+        const int nr = min(br, rows - r0), nc = min(bc, K - c0);
+        double a = 0.0;
+        for (int i = threadIdx.x; i < nr * nc; i += blockDim.x)
+            a = fmax(a, fabs((double)w[(long long)(r0 + i / nc) * K + c0 + i % nc]));
+        part[threadIdx.x] = a;
+        __syncthreads();
+        for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+            if (threadIdx.x < h) part[threadIdx.x] = fmax(part[threadIdx.x], part[threadIdx.x + h]);
+            __syncthreads();
+        }
+        const double amax = part[0];
+        __syncthreads();  // every thread has read part[0] before the next block's maxima overwrite it
+        const float sf = __double2float_rn(amax > 0.0 ? amax / 448.0 : 1.0);
+        const double s = (double)sf;
+        if (threadIdx.x == 0) scales[b] = sf;
+        for (int i = threadIdx.x; i < nr * nc; i += blockDim.x) {
+            const long long at = (long long)(r0 + i / nc) * K + c0 + i % nc;
+            codes[at] = e4m3_encode((double)w[at] / s);
+        }
+    }
+}
+
+extern "C" __global__ void dequantize_fp8_blocks(const unsigned char* codes, const float* scales, int rows, int K,
+                                                 int br, int bc, double* out) {
+    const int nbc = (K + bc - 1) / bc;
+    GRID_STRIDE(i, (long long)rows * K) {
+        const int r = (int)(i / K), k = (int)(i % K);
+        int c = codes[i];
+        double v = (c & 0x7F) == 0x7F ? nan("") : e4m3_value(c & 0x7F);
+        out[i] = (c & 0x80 ? -v : v) * (double)scales[(r / br) * nbc + k / bc];
+    }
+}
+
 extern "C" __global__ void dequantize_fp8_rows(const unsigned char* codes, const float* scales, int per_row,
                                                int rows, int K, double* out) {
     GRID_STRIDE(i, (long long)rows * K) {

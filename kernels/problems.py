@@ -155,10 +155,18 @@ def quantize_act_int8(x: Any) -> tuple[Any, Any]:
     return _int8_rows(x, True)
 
 
-def quantize_fp8(w: Any, per: str = "tensor") -> quant.FP8:
-    """e4m3 codes with fp32 scales per row ("channel") or for the whole array ("tensor")."""
+def quantize_fp8(w: Any, per: str = "tensor", block: tuple[int, int] = (128, 128)) -> quant.FP8:
+    """e4m3 codes with fp32 scales per row ("channel"), for the whole array ("tensor"), or per (rows x columns)
+    block ("block": [ceil(rows/br), ceil(K/bc)] scales)."""
     cp = _cp()
     rows, K = w.shape
+    if per == "block":
+        br, bc = block
+        scales = cp.empty((-(-rows // br), -(-K // bc)), dtype=cp.float32)
+        codes = cp.empty((rows, K), dtype=cp.uint8)
+        _fn("quantize_fp8_blocks")((min(scales.size, 65535),), (256,), (w, np.int32(rows), np.int32(K), np.int32(br),
+                                                                      np.int32(bc), codes, scales))
+        return quant.FP8(codes, scales, per, (br, bc))
     amax = 0.0
     if per == "tensor":
         row_max = cp.empty(rows, dtype=cp.float32)
@@ -185,6 +193,11 @@ def dequantize(w: Any) -> Any:
     if isinstance(w, quant.FP8):
         rows, K = w.codes.shape
         out = cp.empty((rows, K), dtype=cp.float64)
+        if w.granularity == "block":
+            br, bc = w.block
+            _launch("dequantize_fp8_blocks", out.size, (w.codes, w.scales, np.int32(rows), np.int32(K), np.int32(br),
+                                                        np.int32(bc), out))
+            return out
         _launch("dequantize_fp8_rows", out.size, (w.codes, w.scales, np.int32(w.granularity == "channel"),
                                                   np.int32(rows), np.int32(K), out))
         return out
@@ -291,7 +304,7 @@ def copy_weights(w: Any) -> Any:
     if isinstance(w, quant.W8):
         return quant.W8(w.codes.copy(), w.scales.copy())
     if isinstance(w, quant.FP8):
-        return quant.FP8(w.codes.copy(), w.scales.copy(), w.granularity)
+        return quant.FP8(w.codes.copy(), w.scales.copy(), w.granularity, w.block)
     return w.copy()
 
 

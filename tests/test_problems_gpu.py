@@ -67,6 +67,18 @@ def test_fp8_matches_host_quantizer(cp, per):
     np.testing.assert_array_equal(cp.asnumpy(problems.dequantize(dev)), quant.dequantize_fp8(ref_q))
 
 
+@pytest.mark.parametrize("block", [(128, 128), (1, 128), (64, 96)])
+def test_fp8_blocks_match_host_quantizer(cp, block):
+    host = _awkward(cp, 200, 320, 5)[1]  # partial last blocks in both directions for every block size
+    host[7, :256] = np.linspace(-500, 500, 256, dtype=np.float32)
+    host[128:, 256:] = 0.0  # an all-zero block: scale 1
+    dev, ref_q = problems.quantize_fp8(cp.asarray(host), "block", block), quant.quantize_fp8(host, "block", block=block)
+    np.testing.assert_array_equal(cp.asnumpy(dev.codes), ref_q.codes)
+    np.testing.assert_array_equal(cp.asnumpy(dev.scales), ref_q.scales)
+    np.testing.assert_array_equal(cp.asnumpy(problems.dequantize(dev)), quant.dequantize_fp8(ref_q))
+    assert problems.copy_weights(dev).block == block
+
+
 def test_conversions_match_host(cp):
     x = problems.random_normal((33, 130), 4, 3.0)
     host = cp.asnumpy(x)

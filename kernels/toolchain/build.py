@@ -161,12 +161,18 @@ def _cache_entry(name: str, expression: str, arch: str,
     opts = (f"--gpu-architecture={arch}",) + NVRTC_OPTIONS + ((f"-I{include}",) if include else ()) + extra_options
     source = source_path(name).read_bytes()
     key = hashlib.sha256(source)
-    for header in (p for p in cuda_files() if p.suffix == ".cuh"):
-        key.update(header.read_bytes())
+    key.update(_headers(tuple((p, p.stat().st_mtime_ns) for p in _by_name().values() if p.suffix == ".cuh")))
     key.update("\0".join(opts + ("" if expression.isidentifier() else expression,)).encode())
     stem = _cubin_cache_dir() / key.hexdigest()[:24]
     image = stem.with_suffix(".ptx" if arch.startswith("compute_") else ".cubin")
     return image, stem.with_suffix(".json"), opts, source
+
+
+@cache
+def _headers(stamps: tuple[tuple[Path, int], ...]) -> bytes:
+    """Every header's bytes in path order (part of each cubin's cache key), read again only when one changed: a sweep
+    looks its cubins up some 500 times."""
+    return b"".join(path.read_bytes() for path, _ in stamps)
 
 
 def _is_cached(name: str, expression: str, arch: str, extra_options: tuple[str, ...] = ()) -> bool:

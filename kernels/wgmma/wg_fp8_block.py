@@ -3,8 +3,9 @@
 DeepSeek-V3 / DeepGEMM scaling: e4m3 weights with one fp32 scale per 128 x 128 block, e4m3 activations with one per
 1 x 128 group of a token's K; after each 128-deep K block the QGMMA partial sums are multiplied by the two scales and
 added to fp32 accumulators (the .cu's header counts the instructions this costs). The weights and activations are
-quantized by kernels.quant.quant.quantize_fp8(..., "block") and checked against the float64 product of the dequantized
-operands (kernels.reference), like the per-channel wg_fp8 kernel, beside which it is meant to be timed.
+quantized on the device by kernels.problems.quantize_fp8(..., "block") (bit for bit kernels.quant.quant's, the weights
+once per shape in kernels.problems.INPUTS) and checked against the float64 product of the dequantized operands, like
+the per-channel wg_fp8 kernel, beside which it is meant to be timed.
 
 Scale granularity this kernel declares: weights "block" (128 x 128), activations "block" (1 x 128 per token), the
 models.schemes fp8 granularity of the same name. M = 1..256; M > 128 runs as 128-row m-tiles (the promoted
@@ -112,7 +113,7 @@ class FP8BlockRunner(TensorCoreRunner):
     def make(self, M: int, N: int, K: int, *, seed: int, reference: bool) -> Problem:
         import cupy
 
-        from kernels import reference as ref_mod
+        from kernels import problems
 
         self.check(M, N, K)
         cfg = self.config(M, N, K)
@@ -122,15 +123,17 @@ class FP8BlockRunner(TensorCoreRunner):
         if not reference and self._checked and self._checked[0] == (M, N, K, m_pad):  # a rotation set: copies
             arrays: dict[str, Any] = {k: a.copy() for k, a in self._checked[1].items()}
         else:
-            rs = cupy.random.RandomState(seed)
-            x = rs.standard_normal((M, K), dtype=cupy.float32)
-            w = rs.standard_normal((N, K), dtype=cupy.float32) * 0.05
-            xc, wc, sx, sw, ref = block_scaled_operands(x, w, cupy)
+            qw = problems.INPUTS.get(self._weights_key(N, K, seed), lambda: problems.quantize_fp8(
+                _float_weights(N, K, seed), "block", (FP8_BLOCK, FP8_BLOCK)))  # once per shape, every M reads it
+            x = problems.random_normal((M, K), 2 * seed, 1.0)
+            qx = problems.quantize_fp8(x, "block", (1, FP8_BLOCK))
             sx_t = cupy.ones((K // FP8_BLOCK, m_pad), dtype=cupy.float32)  # K-block major; padded rows never stored
-            sx_t[:, :M] = sx.T
-            arrays = {"x": xc, "w": wc, "sa": sx_t, "sb": cupy.ascontiguousarray(sw, dtype=cupy.float32)}
+            sx_t[:, :M] = qx.scales.T
+            arrays = {"x": qx.codes, "w": qw.codes, "sa": sx_t, "sb": qw.scales}
             if reference:
-                qerr = ref_mod.rel_error(ref, ref_mod.matmul_t(x, w, cupy), cupy)
+                ref = problems.dequantize(qx) @ problems.dequantize(qw).T
+                exact = problems.to_float64(x) @ problems.to_float64(_float_weights(N, K, seed)).T
+                qerr = float(cupy.linalg.norm(ref - exact)) / float(cupy.linalg.norm(exact))  # as make_inputs
                 self._checked = ((M, N, K, m_pad), dict(arrays))
         nbytes = sum(int(a.nbytes) for a in arrays.values())
         tiles_n, ktiles = N // cfg.bn, K // cfg.kt
@@ -145,6 +148,13 @@ class FP8BlockRunner(TensorCoreRunner):
         problem.m_pad = m_pad
         return problem
 
+    def _weights_key(self, N: int, K: int, seed: int) -> Any:
+        import cupy
+
+        from kernels.input_cache import InputKey
+
+        return InputKey(self.spec.name, ("e4m3", "block", FP8_BLOCK), N, K, seed, 0, int(cupy.cuda.Device().id))
+
     def launch(self, problem: Problem) -> None:
         a = problem.arrays
         grid, block, smem = problem.tc_launch
@@ -152,6 +162,13 @@ class FP8BlockRunner(TensorCoreRunner):
         args = (a["x"], a["w"], problem.out, a["ws"], a["counters"], a["sa"], a["sb"], i32(problem.M),
                 i32(problem.N), i32(problem.K), i32(problem.m_pad))
         self._kernel(problem.tc_config)(grid, block, args, shared_mem=smem)
+
+
+def _float_weights(N: int, K: int, seed: int) -> Any:
+    """The unquantized weights of seed `seed` (kernels.problems' counter-based draw: the same values each time)."""
+    from kernels import problems
+
+    return problems.random_normal((N, K), 2 * seed + 1, 0.05)
 
 
 def make_runner(spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None = None) -> FP8BlockRunner:
