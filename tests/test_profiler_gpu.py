@@ -181,4 +181,8 @@ def test_tiny_sweep_end_to_end(cp, tmp_path):
     df = store.load_measurements(out)
     assert (df["ref_error_rel"] < 1e-2).all() and df["timer"].isin(["graph", "events"]).all()
     assert np.isfinite(df["sm_clock_median_hz"]).all()
-    assert (df["gpu_uuid"] == env.gpu_uuid).all() and (df["time_single_call_s"] > df["time_median_s"]).all()
+    assert (df["gpu_uuid"] == env.gpu_uuid).all()
+    # one call between two events includes its launch; cuBLAS cannot be graph-captured here, so the median is of eager
+    # back-to-back launches, which hide launch latency behind the previous call but not fully: equal within noise
+    # (an H100: 27 vs 28 us at M = 16), never much faster
+    assert (df["time_single_call_s"] > 0.8 * df["time_median_s"]).all()
