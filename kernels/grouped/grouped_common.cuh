@@ -1,4 +1,5 @@
-// Shared device code of the grouped MoE kernels (grouped_gemv.cu, grouped_tc.cu): the list of touched experts.
+// Shared device code of the grouped MoE kernels (grouped_gemv.cu and the tensor-core ones): the list of touched
+// experts, and the routed x rows of a pass.
 #pragma once
 
 #define GROUPED_MAX_E 1024
@@ -22,4 +23,16 @@ __device__ __forceinline__ int touched_experts(const int* offsets, int E, short*
   }
   __syncthreads();
   return n;
+}
+
+// The x row of each of this lane's batch rows g + 8 j of a pass (rows m0 .. m0 + M - 1 of an expert whose routed rows
+// start at `start`): rows[start + m0 + m] with gather, else start + m0 + m; -1 past the pass's M rows.
+template <int NT>
+__device__ __forceinline__ void routed_rows(int (&xr)[NT], const int* rows, int start, int m0, int M, int g,
+                                            int gather) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int m = g + 8 * j;
+    xr[j] = m < M ? (gather ? __ldg(rows + start + m0 + m) : start + m0 + m) : -1;
+  }
 }

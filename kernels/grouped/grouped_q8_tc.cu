@@ -4,7 +4,7 @@
 // output order and the touched-expert walk are grouped_tc.cu's; the tile is gemv_q8_tc.cu's with Q8_S8 0 (weights as
 // the mma's A operand straight from global memory, the expert's rows as its N, warps splitting K, fp32 sums over all
 // of K through shared memory), with each lane's x rows gathered through the routed rows (`gathered_chunk` is that
-// file's compute_chunk with the gather). Q8_F16 1 (the default of grouped.py): each fragment converted to fp16 once
+// file's mma_chunk with the gathered x). Q8_F16 1 (the default of grouped.py): each fragment converted to fp16 once
 // (cvt.rn.f16x2.e4m3x2, exact, sm_89+) for the f16 mma.sync m16n8k16, as fp8_tc_gemv does; Q8_F16 0: the e4m3
 // mma.sync m16n8k32 itself.
 // Scales: one fp32 weight scale per expert (sw[E], per-tensor within an expert) and one fp32 activation scale per x
@@ -24,44 +24,7 @@ __device__ __forceinline__ uint4 gathered_x(const Ctx& p, int xr, int c) {
 
 // acc += x[rows of this pass, chunk c] . W[tiles, chunk c]^T; xr[j] is the x row of batch row g + 8 j (-1: none).
 __device__ __forceinline__ void gathered_chunk(const Ctx& p, Sums& acc, const Chunk& w, int c, const int (&xr)[NT]) {
-#if Q8_F16
-  unsigned a[TILES][2][8];
-#pragma unroll
-  for (int r = 0; r < TILES; ++r)
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      const unsigned words[4] = {w[r][s].x, w[r][s].y, w[r][s].z, w[r][s].w};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) to_f16(words[q], a[r][s][2 * q], a[r][s][2 * q + 1]);
-    }
-#pragma unroll
-  for (int j = 0; j < NT; ++j) {
-    const uint4 xb = gathered_x(p, xr[j], c);
-    const unsigned xw[4] = {xb.x, xb.y, xb.z, xb.w};
-    unsigned b[8];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) to_f16(xw[q], b[2 * q], b[2 * q + 1]);
-#pragma unroll
-    for (int r = 0; r < TILES; ++r)
-#pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        const unsigned* f = a[r][s];
-        const unsigned a0[4] = {f[0], f[2], f[1], f[3]}, a1[4] = {f[4], f[6], f[5], f[7]};
-        mma_f16(acc[r][j], a0, b[4 * s], b[4 * s + 1]);
-        mma_f16(acc[r][j], a1, b[4 * s + 2], b[4 * s + 3]);
-      }
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < NT; ++j) {
-    const uint4 xb = gathered_x(p, xr[j], c);
-#pragma unroll
-    for (int r = 0; r < TILES; ++r) {
-      mma_q8(acc[r][j], w[r][0], xb.x, xb.y);
-      mma_q8(acc[r][j], w[r][1], xb.z, xb.w);
-    }
-  }
-#endif
+  mma_chunk(acc, w, [&](int j) { return gathered_x(p, xr[j], c); });
 }
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, TCQ_MINB)
@@ -83,11 +46,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, TCQ_MINB)
       const int M = min(8 * NT, count - m0);
       p.M = M;
       int xr[NT];
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const int m = p.g + 8 * j;
-        xr[j] = m < M ? (gather ? __ldg(rows + start + m0 + m) : start + m0 + m) : -1;
-      }
+      routed_rows(xr, rows, start, m0, M, p.g, gather);
       Sums acc;
       zero_sums(acc);
       split_k<WARPS, U, Chunk>(chunks, p.warp, [&](Chunk& w, int c) { load_chunk(p, w, tile0, c); },

@@ -84,11 +84,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, TCF_MINB)
     for (int m0 = 0; m0 < count; m0 += 8 * NT) {
       const int M = min(8 * NT, count - m0);
       int xr[NT];
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const int m = p.g + 8 * j;
-        xr[j] = m < M ? (gather ? __ldg(rows + start + m0 + m) : start + m0 + m) : -1;
-      }
+      routed_rows(xr, rows, start, m0, M, p.g, gather);
       Sums acc;
       zero_sums(acc);
       split_k<WARPS, U, Chunk>(chunks, p.warp, [&](Chunk& w, int c) { load_chunk(p, w, tile0, c); },

@@ -86,11 +86,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, TCG_MINB)
       const int M = min(8 * NT, count - m0);
       p.M = M;
       int xr[NT];
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const int m = p.g + 8 * j;
-        xr[j] = m < M ? (gather ? __ldg(rows + start + m0 + m) : start + m0 + m) : -1;
-      }
+      routed_rows(xr, rows, start, m0, M, p.g, gather);
       Acc acc;
       zero_sums(acc);
       split_k<WARPS, U, Group>(p.groups, p.warp, [&](Group& w, int grp) { load_group(p, w, tile0, grp); },

@@ -115,8 +115,10 @@ __device__ __forceinline__ uint4 load_x(const Ctx& p, int j, int c) {
   return __ldg(reinterpret_cast<const uint4*>(p.x + (size_t)m * p.K + (size_t)c * 64 + 16 * p.t));
 }
 
-// acc += x[:, chunk c] . W[tiles, chunk c]^T.
-__device__ __forceinline__ void compute_chunk(const Ctx& p, Sums& acc, const Chunk& w, int c) {
+// acc += x[rows, chunk c] . W[tiles, chunk c]^T, x_at(j) giving the 16 bytes of n-tile j's x row of this lane (the
+// dense kernel's rows g + 8 j, the grouped kernel's routed rows).
+template <class XAt>
+__device__ __forceinline__ void mma_chunk(Sums& acc, const Chunk& w, XAt x_at) {
 #if Q8_F16
   unsigned a[TILES][2][8];  // per tile and k-step: the f16 A fragments of its two m16n8k16
 #pragma unroll
@@ -129,7 +131,7 @@ __device__ __forceinline__ void compute_chunk(const Ctx& p, Sums& acc, const Chu
     }
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
-    const uint4 xb = load_x(p, j, c);
+    const uint4 xb = x_at(j);
     const unsigned xw[4] = {xb.x, xb.y, xb.z, xb.w};
     unsigned b[8];
 #pragma unroll
@@ -147,7 +149,7 @@ __device__ __forceinline__ void compute_chunk(const Ctx& p, Sums& acc, const Chu
 #else
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
-    const uint4 xb = load_x(p, j, c);
+    const uint4 xb = x_at(j);
 #pragma unroll
     for (int r = 0; r < TILES; ++r) {
       mma_q8(acc[r][j], w[r][0], xb.x, xb.y);
@@ -155,6 +157,11 @@ __device__ __forceinline__ void compute_chunk(const Ctx& p, Sums& acc, const Chu
     }
   }
 #endif
+}
+
+// acc += x[:, chunk c] . W[tiles, chunk c]^T.
+__device__ __forceinline__ void compute_chunk(const Ctx& p, Sums& acc, const Chunk& w, int c) {
+  mma_chunk(acc, w, [&](int j) { return load_x(p, j, c); });
 }
 
 __device__ __forceinline__ unsigned short f32_to_f16(float v) {
