@@ -29,12 +29,14 @@ def test_few_row_tiles_per_sm_take_the_few_column() -> None:
     assert tc_gemv.choose_config(1) == many  # no N: the last column
 
 
-def test_m9_16_has_a_middle_column_between_2_5_and_5_row_tiles_per_sm() -> None:
-    (_, few), (_, middle), (_, many) = tc_gemv.TABLE[1][1]
-    assert len({few, middle, many}) == 3
-    picks = {N: tc_gemv.choose_config(16, N) for N in (4096, 4224, 6144, 8192, 10560, 10576, 12288, 22016)}
+def test_m9_16_columns_by_row_tiles_per_sm() -> None:
+    (_, few), (_, third), (_, middle), (_, many) = tc_gemv.TABLE[1][1]
+    assert len({few, third, middle, many}) == 4 and few.tiles == third.tiles == 1 and middle.tiles == 2
+    picks = {N: tc_gemv.choose_config(16, N) for N in (4096, 4224, 4240, 6144, 6336, 6352, 8192, 10560, 10576,
+                                                       12288, 22016)}
     assert picks[4096] == few and picks[4224] == few  # 1.94 and 2.0 row tiles per SM
-    assert picks[6144] == middle and picks[8192] == middle and picks[10560] == middle  # 2.9, 3.9, 5.0
+    assert picks[4240] == third and picks[6144] == third and picks[6336] == third  # 2.008, 2.9, 3.0
+    assert picks[6352] == middle and picks[8192] == middle and picks[10560] == middle  # 3.008, 3.9, 5.0
     assert picks[10576] == many and picks[12288] == many and picks[22016] == many  # 5.0076, 5.8, 10.4
     assert tc_gemv.choose_config(12, 8192, sms=66) == many  # half the SMs: twice the tiles per SM
 

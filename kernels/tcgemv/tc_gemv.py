@@ -54,16 +54,19 @@ class Config:
 
 # Per batch bin, configurations by the layer's row tiles (N / 16) per SM: a column serves layers with at most its
 # number (the last, any number). On the H200 (132 SMs, docs/kernels-tc-gemv.md): at M <= 8, 4096 channels (1.9 per
-# SM) took the first column, 22016 and 28672 (10, 14 per SM) the second. At M 9-16 (bench_tc_gemv rows): 2 groups
-# ahead with 8 warps on 1.9 per SM (4096x4096, 4096x14336: 3-9 % ahead of the next); 8 warps, 1 group ahead and the
-# scale in the weights on 2.9 and 3.9 per SM (6144x4096 9.4 us against 11.1 and 12.3 at M = 16; 8192x8192 16.1
-# against 19.9 and 21.1); from 5.8 per SM (12288x4096 13.3 us against 15.1) 4 warps with 2 CTAs per SM, which was
-# 22-26 % faster than 4 row tiles per CTA on 12288x4096, 28672x8192 and 32000x4096 and 6 % slower on 22016x4096.
+# SM) took the first column, 22016 and 28672 (10, 14 per SM) the second. At M 9-16: up to 2 per SM (4096, 2560, 1536
+# channels) one row tile per CTA with 16 warps under a 64-register cap, as at M <= 8 (on an H100, 2026-12-05:
+# 4096x4096 6.40 us against 7.52 with 2 row tiles, which leave 4 of 132 SMs idle; 4096x11008 12.89 against 15.12);
+# up to 3 per SM (5120, 6144) one row tile, 8 warps, no cap (6144x4096 8.04 against 9.40, 5120x5120 9.29 against
+# 14.34); up to 5 (8192) 8 warps, 1 group ahead and the scale in the weights on 2 row tiles (H200: 8192x8192 16.1
+# against 19.9 and 21.1); beyond (12288 and wider) 4 warps with 2 CTAs per SM, which was 22-26 % faster than 4 row
+# tiles per CTA on 12288x4096, 28672x8192 and 32000x4096 and 6 % slower on 22016x4096 (H200).
 Columns = tuple[tuple[float, Config], ...]  # (most row tiles per SM, configuration), ascending, the last math.inf
 FEW_TILES_PER_SM = 4  # the M <= 8 bin's boundary here, the M 9-16 bin's in kernels.tcgemv.tc_gemv_q8
 TABLE: tuple[tuple[int, Columns], ...] = (  # (largest M, columns)
     (8, ((FEW_TILES_PER_SM, Config(nt=1, warps=16, u=1, minb=2)), (math.inf, Config(nt=1, warps=8, u=2, minb=4)))),
-    (16, ((2.5, Config(nt=2, warps=8, u=2, tiles=2)),
+    (16, ((2, Config(nt=2, warps=16, u=1, minb=2)),
+          (3, Config(nt=2, warps=8, u=1)),
           (5, Config(nt=2, warps=8, u=1, tiles=2, wscale=True, minb=2)),
           (math.inf, Config(nt=2, warps=4, u=1, tiles=2, wscale=True, minb=2)))),
 )
