@@ -83,12 +83,12 @@ def test_recommend_shape_and_model(capsys, tmp_path):
 
 
 def test_recommend_a_shape_one_gpu_measured_and_one_gpu_asked(capsys):
-    code, out, err = _run(capsys, "recommend", "--shape", "1536x8960")  # measured on the H100 only
+    code, out, err = _run(capsys, "recommend", "--shape", "6144x4096")  # measured on the H200 only
     assert code == 0, err
-    assert "h100-sxm 1536x8960" in out and "h200-sxm" not in out
-    code, out, err = _run(capsys, "recommend", "--shape", "1536x8960", "--gpu", "h200-sxm")
-    assert code == 2 and err.startswith("error: no cold measurements of 1536x8960 on h200-sxm")
-    assert "8960x1536" not in err  # the shapes listed are the H200's own
+    assert "h200-sxm 6144x4096" in out and "h100-sxm" not in out
+    code, out, err = _run(capsys, "recommend", "--shape", "6144x4096", "--gpu", "h100-sxm")
+    assert code == 2 and err.startswith("error: no cold measurements of 6144x4096 on h100-sxm")
+    assert "4096x14336" not in err  # the shapes listed are the H100's own (4096x14336: H200 only)
 
 
 def test_recommend_accuracy_bound_excludes(capsys):
