@@ -3,11 +3,13 @@ kernels' H200 timings (bench/bench_moe.py's CSV; the one docs/moe.md quotes: `gi
 moe-h200.csv`; no GPU needed).
 
     PYTHONPATH=. python3 bench/moe_model_check.py --csv moe-h200.csv [--tier floor|kernel]
+    PYTHONPATH=. python3 bench/moe_model_check.py --csv data/measurements/h200-sxm/moe-cold.parquet --tier kernel
 
 Prints, per scheme and batch range, the median signed error (predicted - measured) / measured and the p90 of its
 magnitude, over our tensor-core grouped kernels' points. `--tier kernel`: the grouped kernels' tier
 (models.moe_kernel) leave-one-model-out: each model's points predicted by parameters fitted on the other three only,
-then the median and p90 of |error| per held-out model and over all points.
+then the median and p90 of |error| per held-out model and over all points. A `.parquet` file is read as the
+profiler's MoE rows (`workbench profile --moe`): every kernel and routing they hold, each priced with its own seed.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ def main() -> None:
     args = ap.parse_args()
     if not Path(args.csv).is_file():
         sys.exit(f"error: --csv {args.csv}: no such file (git show b775e5f:docs/moe-h200.csv > moe-h200.csv)")
-    measured = pd.read_csv(args.csv)
-    measured = measured[measured["kernel"].isin(["grouped_bf16_tc", "grouped_w4a16_tc"])]
+    measured = profiler_rows(pd.read_parquet(args.csv)) if args.csv.endswith(".parquet") else pd.read_csv(args.csv)
+    if not args.csv.endswith(".parquet"):
+        measured = measured[measured["kernel"].isin(["grouped_bf16_tc", "grouped_w4a16_tc"])]
     cals = load_calibrations()
     if args.tier == "kernel":
         return kernel_lomo(measured, cals, args.expected)
@@ -58,6 +61,13 @@ def main() -> None:
                   f"{100 * np.quantile(np.abs(e), 0.9):>7.1f}%")
 
 
+def profiler_rows(df):
+    """The profiler's MoE rows in the bench CSV's columns (model, layer, B, E, time_s), keeping their seeds."""
+    parts = df["layer"].str.split("/", n=1, expand=True)
+    return df.assign(model=parts[0], layer=parts[1].str.removeprefix("expert_"), B=df["M"], E=df["experts"],
+                     time_s=df["time_median_s"])
+
+
 def kernel_lomo(measured, cals, expected: bool) -> None:
     import numpy as np
     import pandas as pd
@@ -67,8 +77,8 @@ def kernel_lomo(measured, cals, expected: bool) -> None:
     rows = pd.DataFrame({"gpu": "h200-sxm", "model": measured["model"], "kernel": measured["kernel"],
                          "batch": measured["B"], "N": measured["N"], "K": measured["K"], "experts": measured["E"],
                          "top_k": measured["top_k"], "routing": measured["routing"], "time_s": measured["time_s"]})
-    if not expected:  # the bench drew every routing with seed 0: price the routing that ran
-        rows["routing_seed"] = 0
+    if not expected:  # price the routing that ran (the bench drew every routing with seed 0)
+        rows["routing_seed"] = measured["routing_seed"] if "routing_seed" in measured else 0
     got = leave_one_model_out(rows, cals)
     e = got["error"].abs()
     what = "expected routing" if expected else "the routing each point ran"
