@@ -116,8 +116,8 @@ def speedup_errors(points: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFra
     (view, gpu, N, K, M) (the fastest baseline point there), and the error pred / meas - 1."""
     base = points[points["scheme"] == baseline]
     base = base.sort_values("time_s").groupby(["view", "gpu", "N", "K", "M"], sort=False).first()
-    rest = points[points["scheme"] != baseline].join(base[["time_s", "time_pred_s"]], rsuffix="_base",
-                                                     on=["view", "gpu", "N", "K", "M"], how="inner")
+    base = base[["time_s", "time_pred_s"]].add_suffix("_base")  # not join's rsuffix: pandas 4 deprecates it
+    rest = points[points["scheme"] != baseline].join(base, on=["view", "gpu", "N", "K", "M"], how="inner")
     meas = rest["time_s_base"] / rest["time_s"]
     pred = rest["time_pred_s_base"] / rest["time_pred_s"]
     return rest.assign(speedup_measured=meas, speedup_predicted=pred, speedup_error=pred / meas - 1.0)
