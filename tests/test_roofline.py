@@ -1,6 +1,5 @@
 """The roofline model: tiers, bounds, speedup, crossover, roll-up and the chapter's own numbers."""
 
-import time
 
 import numpy as np
 import pandas as pd
@@ -109,13 +108,16 @@ def test_wave_quantization_applies_to_the_compute_term_only_when_ctas_given():
     assert partial["time_floor_s"].iloc[0] == pytest.approx(t_comp * 2 / (133 / 132) + 2e-6)
 
 
-def test_predict_is_vectorized_over_1e5_points():
+def test_predict_over_1e5_points_matches_each_row_alone():
+    # Its speed is a benchmark (bench/bench_predict.py), not a timed test: here, 10^5 rows in one call give what each
+    # row gives alone (no row reads another's values).
     pts = grid(["h200-sxm", "a100-sxm-80gb", "l4", "b200"], list(SCHEME_NAMES), list(range(1, 2801)))
     assert len(pts) >= 1e5
-    start = time.perf_counter()
     pred = predict(pts)
-    assert time.perf_counter() - start < 2.0
-    assert pred["time_datasheet_s"].notna().all()
+    assert len(pred) == len(pts) and pred["time_datasheet_s"].notna().all()
+    for i in (0, 4_321, 55_555, len(pts) - 1):
+        alone = predict(pts.iloc[[i]])
+        assert alone["time_datasheet_s"].iloc[0] == pytest.approx(pred["time_datasheet_s"].iloc[i], rel=1e-12)
 
 
 def test_predict_bad_input():
