@@ -6,12 +6,18 @@ the L2-cold rotation copies), do not depend on M. `InputCache` keeps them by `In
 same key (callers only read them), a kernel layout at one shape at a time (moving to the next shape frees the one it
 finished), and at most `max_bytes` in all, the least recently used dropped first, so device memory stays bounded.
 Pure Python: the values are whatever `make` returns (CuPy arrays in kernels.problems, NumPy in the tests).
+
+`scratch()` gives the calling thread private stand-ins for such process-wide caches (`scoped(name, shared, new)`):
+the profiler's warm-up threads make tiny problems inside it, so that they never read, evict or fill what the
+measured problems share.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,3 +108,28 @@ class InputCache:
         while total > self.max_bytes and len(self._items) > 1:
             _, (_, size) = self._items.popitem(last=False)
             total -= size
+
+
+_SCRATCH = threading.local()  # scratch()'s private caches of this thread, by name (None: the shared ones)
+
+
+@contextmanager
+def scratch() -> Iterator[dict[str, Any]]:
+    """Inside the block, in this thread only, `scoped` hands out private caches (new, empty, dropped at the end)
+    instead of the process-wide ones; yields them by name."""
+    before = getattr(_SCRATCH, "caches", None)
+    _SCRATCH.caches = caches = {}
+    try:
+        yield caches
+    finally:
+        _SCRATCH.caches = before
+
+
+def scoped(name: str, shared: Any, new: Callable[[], Any]) -> Any:
+    """`shared` (a process-wide cache), or inside `scratch()` this thread's private one of that name (`new()`)."""
+    caches = getattr(_SCRATCH, "caches", None)
+    if caches is None:
+        return shared
+    if name not in caches:
+        caches[name] = new()
+    return caches[name]

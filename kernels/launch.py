@@ -1,8 +1,8 @@
 """Launch helpers shared by the GEMV-class kernel families (kernels/gemv/gemv.py, ladder.py, tc_gemv.py, tc_gemv_q8.py,
 tc_gemv_f16.py): a bound launch, the Problem the profiler times around it and the runner methods that enqueue and read
-it, the check of the arrays a kernel reads with 16-byte loads, the runner skeleton of the table-driven tensor-core
-GEMVs, the device's SM count, how many blocks of a compiled kernel fit on one SM. CuPy is imported inside functions
-only.
+it (`device_output`: as float64 on the device, where the profiler checks it), the check of the arrays a kernel reads
+with 16-byte loads, the runner skeleton of the table-driven tensor-core GEMVs, the device's SM count, how many blocks
+of a compiled kernel fit on one SM. CuPy is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ class BoundLaunchRunner:
         import cupy as cp
 
         return cp.asnumpy(problem.out.astype(cp.float64))
+
+    def device_output(self, problem: Problem) -> Any:
+        """The output as a float64 device array (fp16, fp32, or bf16 bits converted by kernels/problems.cu)."""
+        return problems.to_float64(problem.out)
 
 
 def check_aligned(name: str, arrays: Iterable[Any]) -> None:

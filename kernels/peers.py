@@ -71,6 +71,13 @@ def _external_stream(ptr: int) -> Any:
     return _torch().cuda.ExternalStream(ptr)
 
 
+def _on_device(t: Any) -> Any:
+    """A float64 torch tensor as a contiguous CuPy array sharing its memory (DLPack); call on the CuPy stream."""
+    import cupy
+
+    return cupy.from_dlpack(t.contiguous())
+
+
 def _on_cupy_stream() -> Any:
     import cupy
 
@@ -157,7 +164,7 @@ class PeerRunner:
             s_full = sz[..., 0].double().t().repeat_interleave(G, dim=1)
             z_full = sz[..., 1].double().t().repeat_interleave(G, dim=1)
             w_ref = (codes.double() - 8.0) * s_full + z_full
-            return arrays["out"], (arrays["x"].double() @ w_ref.t()).cpu().numpy()
+            return arrays["out"], _on_device(arrays["x"].double() @ w_ref.t())
         if name == "torch_fp8_scaled_mm":
             codes, sx = inputs.x
             xq = torch.zeros(pad, K, device="cuda", dtype=torch.uint8)
@@ -173,7 +180,7 @@ class PeerRunner:
             arrays["out"] = torch.empty(pad, N, device="cuda", dtype=torch.int32)
             if not reference:
                 return arrays["out"], None
-            return arrays["out"], (xq[:M].double() @ arrays["w"].double().t()).cpu().numpy()
+            return arrays["out"], _on_device(xq[:M].double() @ arrays["w"].double().t())
         raise InputError(f"unknown peer {name}")
 
     def launch(self, problem: Problem) -> None:
@@ -203,6 +210,17 @@ class PeerRunner:
         if isinstance(out, cp.ndarray):
             return cp.asnumpy(out.astype(cp.float64))
         return out[: problem.M].double().cpu().numpy().astype(np.float64)
+
+    def device_output(self, problem: Problem) -> Any:
+        """The output as a float64 device array (CuPy; a torch output converted on the CuPy stream, shared through
+        DLPack), M x N."""
+        import cupy as cp
+
+        out = problem.out
+        if isinstance(out, cp.ndarray):
+            return problems.to_float64(out)
+        with _on_cupy_stream():
+            return _on_device(out[: problem.M].double())
 
 
 def make_runner(spec: KernelSpec, group_size: int | None = None) -> PeerRunner:

@@ -4,11 +4,12 @@ A problem is a scheme with its real parameters (`Params`: the weight and activat
 the group size, the scale granularity) at a shape (M, N, K). `make_inputs` draws it on the device: normal random
 activations and weights (a counter-based hash, kernels/problems.cu), the weights and activations quantized there by
 the same arithmetic as kernels/quant/quant.py (bit for bit: tests/test_problems_gpu.py), and, when asked, the float64
-reference y = x_q . W_q^T from what the kernel multiplies (the kernel error) and the quantization error against the
-unquantized product. Kernel families (kernels/gemv/gemv.py, tensorcore.py, wgmma.py, peers.py) only pack these canonical
-arrays into their layout and launch; `bytes_read` is what the kernel's device arrays hold, the `bytes` the profiler
-stores.
-CuPy is imported inside functions only.
+reference y = x_q . W_q^T from what the kernel multiplies (the kernel error), kept on the device for the check, and
+the quantization error against the unquantized product (computed once per weight and activation fields, shape, batch
+and seed: every kernel that reads the same problem shares it). Kernel families (kernels/gemv/gemv.py, tensorcore.py,
+wgmma.py, peers.py) only pack these canonical arrays into their layout and launch; `bytes_read` is what the kernel's
+device arrays hold, the `bytes` the profiler stores. Inside kernels.input_cache.scratch() the caches here are the
+calling thread's own (the profiler's warm-up). CuPy is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.input_cache import CANONICAL, InputCache, InputKey
+from kernels.input_cache import CANONICAL, InputCache, InputKey, scoped
 from kernels.quant import quant
 from models.errors import InputError
 
@@ -71,7 +72,7 @@ class Inputs:
     K: int
     x: tuple[Any, ...]  # activations as the kernel reads them: (values,) or (codes, fp32 scales)
     w: Any  # weights: a device array in the weight type (bf16 as uint16 bits), or quant.W4 / W8 / FP8 on the device
-    ref: Any = None  # float64 NumPy y (M x N) from x and the dequantized w, when asked for
+    ref: Any = None  # float64 device y (M x N) from x and the dequantized w, when asked for
     quant_error_rel: float = float("nan")  # ||ref - x.W^T|| / ||x.W^T|| with the unquantized x and W
 
 
@@ -226,6 +227,21 @@ def dequantize_act(x: tuple[Any, ...]) -> Any:
 # ---------------------------------------------------------------- the problem
 _TEMPLATE: dict[tuple[Params, int, int, int], Inputs] = {}  # the last problem drawn with a reference
 INPUTS = InputCache()  # canonical weights and kernels' packed copies, by InputKey (kernels.input_cache)
+_QUANT_ERRORS: dict[tuple[Any, ...], float] = {}  # quantization error by (weight and activation fields, M, N, K, seed)
+_QUANT_ERRORS_MAX = 4096
+
+
+def input_cache() -> InputCache:
+    """INPUTS, or inside kernels.input_cache.scratch() this thread's private cache (the profiler's warm-up)."""
+    return scoped("inputs", INPUTS, InputCache)
+
+
+def _templates() -> dict[tuple[Params, int, int, int], Inputs]:
+    return scoped("templates", _TEMPLATE, dict)
+
+
+def _quant_errors() -> dict[tuple[Any, ...], float]:
+    return scoped("quant_errors", _QUANT_ERRORS, dict)
 
 
 def input_key(layout: str, params: Params, N: int, K: int, seed: int, copy: int = 0) -> InputKey:
@@ -239,8 +255,8 @@ def input_key(layout: str, params: Params, N: int, K: int, seed: int, copy: int 
 def canonical_weights(params: Params, N: int, K: int, seed: int) -> Any:
     """The weights of a problem drawn from `seed` in canonical form (see Inputs.w): drawn and quantized once per
     (weight fields, N, K, seed), then the same device arrays for every kernel and batch (kernels.input_cache)."""
-    return INPUTS.get(input_key(CANONICAL, params, N, K, seed), lambda: _quantize_weights(params, _float_weights(
-        params, N, K, seed)))
+    return input_cache().get(input_key(CANONICAL, params, N, K, seed), lambda: _quantize_weights(
+        params, _float_weights(params, N, K, seed)))
 
 
 def _float_weights(params: Params, N: int, K: int, seed: int) -> Any:
@@ -266,8 +282,9 @@ def make_inputs(params: Params, M: int, N: int, K: int, *, seed: int, reference:
     (`seed` then only matters when there is none to copy)."""
     params.check(M, N, K)
     key = (params, M, N, K)
-    if not reference and key in _TEMPLATE:
-        return copy_inputs(_TEMPLATE[key])
+    templates = _templates()
+    if not reference and key in templates:
+        return copy_inputs(templates[key])
     x = random_normal((M, K), 2 * seed, 1.0)
     if params.act in ("f32", "f16", "bf16"):
         xk: tuple[Any, ...] = (convert(x, params.act),)
@@ -279,16 +296,29 @@ def make_inputs(params: Params, M: int, N: int, K: int, *, seed: int, reference:
     wk = canonical_weights(params, N, K, seed)
     inputs = Inputs(params, M, N, K, xk, wk)
     if reference:
-        _TEMPLATE.clear()  # one template at a time: its arrays are the checked set's own
-        _TEMPLATE[key] = Inputs(params, M, N, K, xk, wk)
-        cp = _cp()
-        y = dequantize_act(xk) @ dequantize(wk).T
+        templates.clear()  # one template at a time: its arrays are the checked set's own
+        templates[key] = Inputs(params, M, N, K, xk, wk)
+        inputs.ref = dequantize_act(xk) @ dequantize(wk).T  # stays on the device: the check reads it there
         if params.weight in ("w4", "w8", "e4m3") or params.act in ("i8", "e4m3"):
-            w = _float_weights(params, N, K, seed)  # the unquantized weights again (the same draw)
-            exact = to_float64(x) @ to_float64(w).T  # the norms on the device: two scalars come back, not M x N
-            inputs.quant_error_rel = float(cp.linalg.norm(y - exact)) / float(cp.linalg.norm(exact))
-        inputs.ref = cp.asnumpy(y)
+            inputs.quant_error_rel = _quant_error(params, x, inputs.ref, seed)
     return inputs
+
+
+def _quant_error(params: Params, x: Any, y: Any, seed: int) -> float:
+    """||y - x.W^T|| / ||x.W^T|| with the unquantized x (float32, drawn) and W (drawn again from `seed`): the norms on
+    the device, two scalars come back. Every kernel reading the same weight and activation fields at this shape,
+    batch and seed gets the same draws, so the first one's figure is kept for the others."""
+    errors = _quant_errors()
+    (M, K), N = x.shape, y.shape[1]
+    key = (replace(params, scheme=""), M, N, K, seed)
+    if key not in errors:
+        cp = _cp()
+        exact = to_float64(x) @ to_float64(_float_weights(params, N, K, seed)).T
+        if len(errors) >= _QUANT_ERRORS_MAX:
+            errors.clear()
+        norm = float(cp.linalg.norm(exact))  # 0 only for inputs never drawn (a warm-up's stand-in kernels)
+        errors[key] = float(cp.linalg.norm(y - exact)) / norm if norm else float("nan")
+    return errors[key]
 
 
 def copy_inputs(inputs: Inputs) -> Inputs:
@@ -327,11 +357,11 @@ class PackedCache:
             xs = tuple(a.copy() for a in xs0)
             if seed <= base:  # not a rotation copy of the checked set: new arrays, not kept
                 return Inputs(params, M, N, K, xs, None), xs, tuple(a.copy() for a in ws0)
-            ws = INPUTS.get(input_key(self.layout, params, N, K, base, seed - base),
-                            lambda: tuple(a.copy() for a in ws0))
+            ws = input_cache().get(input_key(self.layout, params, N, K, base, seed - base),
+                                   lambda: tuple(a.copy() for a in ws0))
             return Inputs(params, M, N, K, xs, None), xs, ws
         inputs = make_inputs(params, M, N, K, seed=seed, reference=reference)
-        ws = INPUTS.get(input_key(self.layout, params, N, K, seed), lambda: pack(inputs.w))
+        ws = input_cache().get(input_key(self.layout, params, N, K, seed), lambda: pack(inputs.w))
         if reference:
             self._last = (params, (M, N, K), seed, inputs.x, ws)
         return inputs, inputs.x, ws

@@ -54,6 +54,8 @@ def rel_error(y: Array, ref: Array, xp: ModuleType | None = None) -> float:
     """||y - ref|| / ||ref|| (Frobenius), inf if y holds a NaN or ref is all zeros."""
     if xp is None:
         xp = _module_of(y)
+    if xp is np:  # a device array beside a host one (a reference kept on the device): both on the host
+        y, ref = (a.get() if hasattr(a, "get") else a for a in (y, ref))
     y = xp.asarray(y, dtype=xp.float64)
     ref = xp.asarray(ref, dtype=xp.float64)
     if y.shape != ref.shape:

@@ -359,3 +359,7 @@ class GroupedRunner:
         y = problem.out
         return cp.asnumpy(quant.from_bf16_bits(y, cp).astype(cp.float64) if self.scheme == "bf16"
                           else y.astype(cp.float64))
+
+    def device_output(self, problem: Problem) -> Any:
+        """The output as a float64 device array (fp16, or bf16 bits: kernels/problems.cu's conversions)."""
+        return problems.to_float64(problem.out)

@@ -381,6 +381,10 @@ class TensorCoreRunner:
             return quant.from_bf16_bits(y).astype(np.float64)
         return y.astype(np.float64)
 
+    def device_output(self, problem: Problem) -> Any:
+        """The output as a float64 device array (fp16, or bf16 bits: kernels/problems.cu's conversions)."""
+        return problems.to_float64(problem.out)
+
 
 def make_runner(spec: KernelSpec, per_sm: int | None = None, variant: str | None = None,
                 group_size: int | None = None) -> TensorCoreRunner:

@@ -1,6 +1,7 @@
 """What a sweep prepares before and while it measures: each kernel's runner, and its cubins compiled in background
-processes so that measuring starts with the first kernel compiled (kernels.toolchain.build.CompilePool); the device
-inputs the kernels shared (kernels.problems.INPUTS) handed back at the end.
+processes so that measuring starts with the first kernel compiled (kernels.toolchain.build.CompilePool); the
+libraries' warm-ups (workbench.measure.warm_up runs them with every runner's tiny problems); the device inputs the
+kernels shared (kernels.problems.INPUTS) handed back at the end.
 """
 
 from __future__ import annotations
@@ -19,18 +20,25 @@ def runner_key(p: Any) -> Any:
     return p.spec.name if setup is None else (p.spec.name, setup)
 
 
+def new_runner(p: Any, runner_factory: Callable[..., Any], group_size: int | None) -> Any:
+    """A new runner for point `p` (its kernel, group size and setup): the sweep's own, or the warm-up's private one."""
+    name, setup = p.spec.name, getattr(p, "setup", None)
+    if setup is not None:
+        return runner_factory(name, setup=setup)
+    return runner_factory(name, group_size) if group_size else runner_factory(name)
+
+
 def make_runners(points: Points, runners: dict[str, Any], runner_factory: Callable[..., Any],
                  group_size: int | None, unavailable: set[str], add_phase: Callable[[str, float], None]) -> list[str]:
     """Make each kernel's runner once (phase "runner setup"); returns one line per kernel that cannot run here."""
     t = time.perf_counter()
     notes: list[str] = []
     for p in points:
-        name, key, setup = p.spec.name, runner_key(p), getattr(p, "setup", None)
+        name, key = p.spec.name, runner_key(p)
         if key in runners or name in unavailable:
             continue
         try:
-            runners[key] = (runner_factory(name, setup=setup) if setup is not None
-                            else runner_factory(name, group_size) if group_size else runner_factory(name))
+            runners[key] = new_runner(p, runner_factory, group_size)
         except (ImportError, ModuleNotFoundError) as exc:
             unavailable.add(name)
             notes.append(f"{name}: cannot run here ({exc})")
@@ -79,11 +87,10 @@ def start_compiles(points: Points, runners: dict[str, Any]) -> Any:
     return build.CompilePool(jobs, workers=max(1, (os.cpu_count() or 3) - 2), nice=COMPILE_NICENESS)
 
 
-def warm_up(runners: dict[str, Any]) -> list[str]:
-    """What the first points would initialise anyway, done while the first kernel compiles (the measuring process
-    is idle then): CuPy's kernels every check uses (kernels.problems.warm) and each kind of runner's libraries (its
-    optional `warm()`: torch and cuBLAS for the peers). Returns one line per warm-up that failed (its points then
-    initialise, or fail, on their own)."""
+def library_warm_ups(runners: dict[str, Any]) -> dict[str, Callable[[], None]]:
+    """What the first points would initialise anyway, by name: CuPy's kernels every problem's reference uses
+    (kernels.problems.warm) and each kind of runner's libraries (its optional `warm()`: torch and cuBLAS for the
+    peers). workbench.measure.warm_up runs them in its threads, beside every runner's tiny problems."""
     from kernels import problems
 
     steps: dict[str, Callable[[], None]] = {"problems": problems.warm}
@@ -91,8 +98,14 @@ def warm_up(runners: dict[str, Any]) -> list[str]:
         kind = type(runner).__name__
         if hasattr(runner, "warm") and kind not in steps:
             steps[kind] = runner.warm
+    return steps
+
+
+def warm_up(runners: dict[str, Any]) -> list[str]:
+    """library_warm_ups run one after the other in this thread; one line per warm-up that failed (its points then
+    initialise, or fail, on their own)."""
     notes = []
-    for kind, step in steps.items():
+    for kind, step in library_warm_ups(runners).items():
         try:
             step()
         except Exception as exc:

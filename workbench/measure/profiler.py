@@ -21,8 +21,9 @@ import pandas as pd
 from kernels import registry
 from kernels.registry import KernelSpec
 from models.errors import InputError, unknown
+from workbench.measure import warm_up
 from workbench.measure.environment import Environment
-from workbench.measure.kernel_prep import free_inputs, make_runners, runner_key, start_compiles, warm_up
+from workbench.measure.kernel_prep import free_inputs, make_runners, runner_key, start_compiles
 from workbench.measure.nvml import ClockSummary, NvmlSampler
 from workbench.measure.timing import PointTiming, TimingConfig, measure
 from workbench.storage import store
@@ -254,12 +255,15 @@ def run_sweep(
     fresh: bool = False,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    warm_threads: int = warm_up.WARM_THREADS,
 ) -> SweepResult:
     """Measure `points` (skipping those already in `out`), appending each row to the journal as it is measured.
 
     `group_size` (w4a16 kernels; None: the scheme's default) is passed to their runners, which refuse one they
     cannot run. Every kernel the points need is compiled in background processes (start_compiles) and measured as
-    soon as its cubins are there, in plan order among the ready ones (phase "compile": what measuring waited)."""
+    soon as its cubins are there, in plan order among the ready ones (phase "compile": what measuring waited).
+    While the first kernel compiles, `warm_threads` threads prepare every runner on tiny shapes
+    (workbench.measure.warm_up; phase "warm-up": what measuring waited for them); nothing is timed before they end."""
     t_start = time.perf_counter()
     out = store.check_writable(out)
     jpath = store.journal_path(out)
@@ -323,9 +327,9 @@ def run_sweep(
                 log(f"note: {sampler.warning}")
             task = bar.add_task("profile", total=len(todo)) if bar else None
             left = list(by_kernel)
-            if left and not pool.ready(left[0]):  # the first kernel still compiles: initialise what its points need
+            if left and not pool.ready(left[0]):  # a fresh cache: initialise what the points need while it compiles
                 t = time.perf_counter()
-                for msg in warm_up(runners):
+                for msg in warm_up.run(todo, runners, runner_factory, group_size, warm_threads):
                     log(f"note: {msg}")
                 add_phase("warm-up", time.perf_counter() - t)
             while left:  # kernels in plan order, each as soon as its cubins are in the cache

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from models.errors import InputError
+from workbench.measure.output_check import check_output, poison, relative_errors, to_host  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -99,53 +100,6 @@ def launches_per_sample(t_launch_s: float, n_sets: int, cfg: TimingConfig) -> in
     if n > cfg.max_launches:
         n = max(n_sets, (cfg.max_launches // n_sets) * n_sets)
     return n
-
-
-# ---------------------------------------------------------------------------------------------------- errors
-def relative_errors(y: Any, ref: Any) -> tuple[float, float]:
-    """(||y - ref||_2 / ||ref||_2, max|y - ref| / max|ref|); inf when y is not finite (unwritten / NaN)."""
-    y = np.asarray(y, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    if y.shape != ref.shape:
-        raise ValueError(f"output shape {y.shape} != reference shape {ref.shape}")
-    # one difference array and reductions over it (the large checks' host time): a NaN or inf in y shows in its norm
-    d = (y - ref).ravel()
-    dnorm = math.sqrt(float(d @ d))
-    if not math.isfinite(dnorm):
-        return math.inf, math.inf
-    flat = ref.ravel()
-    norm = math.sqrt(float(flat @ flat))
-    peak = max(float(flat.max()), -float(flat.min())) if flat.size else 0.0
-    dmax = max(float(d.max()), -float(d.min())) if d.size else 0.0
-    return (dnorm / norm if norm else math.nan, dmax / peak if peak else math.nan)
-
-
-def to_host(a: Any) -> np.ndarray:
-    """A device array (CuPy / torch) or NumPy array as float64 NumPy."""
-    if hasattr(a, "get"):
-        a = a.get()
-    elif hasattr(a, "detach"):
-        a = a.detach().float().cpu().numpy()
-    return np.asarray(a, dtype=np.float64)
-
-
-def poison(out: Any) -> None:
-    """Fill an output with NaN (integer outputs: the most negative value; unsigned, e.g. bf16 bits: all ones, a NaN)
-    so that unwritten elements fail the check."""
-    try:
-        dtype = np.dtype(str(getattr(out, "dtype", "float32")).replace("torch.", ""))
-    except TypeError:  # e.g. torch.bfloat16: a float
-        dtype = np.dtype("float32")
-    if dtype.kind == "u":
-        value: float | int = int(np.iinfo(dtype).max)
-    elif dtype.kind == "i":
-        value = int(np.iinfo(dtype).min)
-    else:
-        value = math.nan
-    if hasattr(out, "fill_"):
-        out.fill_(value)
-    else:
-        out.fill(value)
 
 
 # ---------------------------------------------------------------------------------------------------- the device
@@ -302,9 +256,7 @@ def _measure(runner: Any, M: int, N: int, K: int, l2_bytes: int, timer: Timer, c
     poison(first.out)
     runner.launch(first)
     timer.synchronize()
-    err, maxabs = (math.nan, math.nan)
-    if first.ref is not None:
-        err, maxabs = relative_errors(to_host(runner.output(first)), to_host(first.ref))
+    err, maxabs = check_output(runner, first)  # on the device where the runner and the reference allow
     first.ref = None  # free the reference before the timing sets are made
     phases["check"] = clock() - t
 
