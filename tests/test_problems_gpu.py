@@ -14,16 +14,6 @@ from models.schemes import GROUP_SIZES
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        cupy.cuda.runtime.getDeviceCount()
-    except Exception:
-        pytest.skip("no CUDA device")
-    return cupy
-
-
 def _awkward(cp, rows, K, seed):
     """Normal values with exact ties, zeros, a zero group and large outliers (what rounding rules disagree on)."""
     w = problems.random_normal((rows, K), seed, 0.3)

@@ -167,6 +167,9 @@ def test_check_output_takes_the_host_path_for_host_references():
 
 # ---------------------------------------------------------------------------------------------------- the warm-up
 class FakeStream:
+    def __init__(self, non_blocking=False):
+        pass
+
     def __enter__(self):
         return self
 
@@ -285,19 +288,6 @@ class NotReadyPool:
 @pytest.fixture
 def fake_cupy(monkeypatch):
     """Just what the warm-up asks of CuPy: the current device and a stream to enter."""
-    class Stream:
-        def __init__(self, non_blocking=False):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        def synchronize(self):
-            return None
-
     class Device:
         def __init__(self, i=None):
             self.id = 0
@@ -309,7 +299,7 @@ def fake_cupy(monkeypatch):
             return None
 
     module = types.ModuleType("cupy")
-    module.cuda = types.SimpleNamespace(Device=Device, Stream=Stream)
+    module.cuda = types.SimpleNamespace(Device=Device, Stream=FakeStream)
     monkeypatch.setitem(sys.modules, "cupy", module)
     monkeypatch.setattr(warm_up, "library_warm_ups", lambda runners: {})  # problems.warm needs the real CuPy
     return module

@@ -22,16 +22,6 @@ pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        cupy.cuda.runtime.getDeviceCount()
-    except Exception:
-        pytest.skip("no CUDA device")
-    return cupy
-
-
 def _cases(cp):
     """(spec, runner, M, N, K) of every registered kernel this GPU runs, at its smallest batch and at 16 (or its
     largest below), on its tiny shape; compiled beforehand in parallel processes."""
