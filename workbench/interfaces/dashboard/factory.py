@@ -8,9 +8,9 @@ and has the server work (the first layout) overlap the browser's:
 - Scripts: Dash's Babel polyfill (100 kB, core-js; a current browser has every built-in it provides) and dash_table's
   bundle (no DataTable on this page) are dropped from the page. What the polyfill gave Dash's bundles that a browser
   does not have is `regeneratorRuntime` (their lazy-component loaders are compiled to it): assets/regenerator-runtime.js
-  (regenerator-runtime 0.14.1, MIT, license kept in its header) defines it. AG Grid's bundle loads on a grid view's
-  first visit (`lazy_grid_bundle`). plotly.js (assets/plotly-workbench.min.js) is preloaded and run once the renderer
-  has asked for the layout (PLOTLY_LOADER), so it runs while the layout is on its way.
+  (regenerator-runtime 0.14.1, MIT, license kept in its header), carried in the page's HTML, defines it. AG Grid's
+  bundle loads on a grid view's first visit (`lazy_grid_bundle`). plotly.js (assets/plotly-workbench.min.js) is
+  preloaded and run once the renderer has asked for the layout (PLOTLY_LOADER).
 - The first layout and the callback graph (`_dash-layout`, `_dash-dependencies`) are asked for by a script in the
   page's head (EARLY_FETCH) while the browser is still running Dash's scripts, and handed to the renderer when it
   asks; the server keeps each layout it built per query string (`cache_layouts`: the data does not change while the
@@ -43,8 +43,11 @@ TOO_LARGE = f"The upload is over the {UPLOAD_LIMIT_MB} MB limit: upload a .parqu
 
 PLOTLY_ASSET = "plotly-workbench.min.js"
 REGENERATOR_ASSET = "regenerator-runtime.js"
-# served from assets/, but not blocking scripts of every page: PLOTLY_LOADER and the page's scripts load them
-ASSETS_IGNORE = "|".join(re.escape(name) for name in (PLOTLY_ASSET, REGENERATOR_ASSET))
+STYLE_ASSET = "style.css"
+# served from assets/, but not linked from the page: PLOTLY_LOADER runs plotly.js; the page carries the other two in
+# its HTML (8 kB and 2 kB: a linked stylesheet or script would hold the page's scripts back for a round trip to the
+# server, which revalidates each asset, while the server is busy with the page's first layout)
+ASSETS_IGNORE = "|".join(re.escape(name) for name in (PLOTLY_ASSET, REGENERATOR_ASSET, STYLE_ASSET))
 DROPPED_SCRIPTS = re.compile(r'\s*<script src="[^"]*/(?:deps/polyfill@[^"]*|dash_table/bundle[^"]*)"></script>')
 LAYOUT_CACHE = 32
 # dcc.Graph uses window.Plotly when a page defines it: assets/plotly-workbench.min.js (plotly.js, the version
@@ -186,14 +189,15 @@ def install(app: Any, data: Any, page_query: Any) -> tuple[str, str]:
 
     app.index_string = index_string(app)
     grid_ns, grid_url = lazy_grid_bundle(app)
-    regenerator = f'<script src="{app.get_asset_url(REGENERATOR_ASSET)}"></script>'
+    regenerator = f"<script>{(ASSETS / REGENERATOR_ASSET).read_text(encoding='utf-8')}</script>"
+    style = f"<style>{(ASSETS / STYLE_ASSET).read_text(encoding='utf-8')}</style>"
     interpolate = app.interpolate_index
 
     def index(**parts: Any) -> str:
         scripts = regenerator + DROPPED_SCRIPTS.sub("", parts.get("scripts", ""))
         if urlstate.decode(page_query(), data).get("view") in ids.GRIDS:
             scripts += f'\n<script src="{grid_url}"></script>'
-        return interpolate(**{**parts, "scripts": scripts})
+        return interpolate(**{**parts, "css": parts.get("css", "") + style, "scripts": scripts})
 
     app.interpolate_index = index
     cache_layouts(app, page_query)
