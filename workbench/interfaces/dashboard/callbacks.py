@@ -174,11 +174,24 @@ def view_json(state: AppState, view: str, controls: tuple[Any, ...], tokens: Any
               moe: Any = None) -> dict[str, Any]:
     """`view_figure` as the plain JSON dict the page is sent, made once per figure key: a callback answering with a
     figure it made before sends this dict as it is (a Figure would be converted and encoded again on every answer)."""
+    key = ("json", *_figure_key(state, view, controls, tokens, compare_view, moe))
+    return state.figure(key, lambda: figure_dict(view_figure(state, view, controls, tokens, compare_view, moe)))
+
+
+def figure_dict(fig: Any) -> dict[str, Any]:
+    """A Figure as plain JSON types, numeric arrays base64-encoded as plotly.py sends them (`Figure.to_dict`, without
+    its deep copy of every array: the figure's own dicts and lists are copied, its arrays replaced in the copy)."""
+    from _plotly_utils.utils import is_homogeneous_array, to_typed_array_spec
     from plotly.io.json import to_json_plotly
 
-    key = ("json", *_figure_key(state, view, controls, tokens, compare_view, moe))
-    return state.figure(key, lambda: json.loads(to_json_plotly(view_figure(state, view, controls, tokens, compare_view,
-                                                                           moe))))  # fmt: skip
+    def plain(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: plain(v) for k, v in node.items()}
+        if isinstance(node, list | tuple):
+            return [plain(v) for v in node]
+        return to_typed_array_spec(node) if is_homogeneous_array(node) else node
+
+    return json.loads(to_json_plotly({"data": plain(fig._data), "layout": plain(fig._layout)}))
 
 
 def page_outputs(state: AppState, view: Any, controls: tuple[Any, ...], tokens: Any, compare: Any,
