@@ -86,8 +86,8 @@ def test_moe_view_on_shipped_data_and_dense_views_stay_dense():
     data = load_data(None)
     assert not data.comparison["kernel"].astype(str).isin(list(GROUPED)).any()  # MoE rows: only in the MoE view
     d = default_selection(data)
-    controls = (["h100-sxm", "h200-sxm", "a100-sxm-80gb"], "h100-sxm", ["bf16", "w4a16"], [], "best", d.shape, 1, 256, d.baseline,
-                "kernel", "cold")  # fmt: skip
+    controls = (["h100-sxm", "h200-sxm", "a100-sxm-80gb"], "h100-sxm", ["bf16", "w4a16"], [], "best", d.shape, 1, 256,
+                d.baseline, "kernel", "cold")  # fmt: skip
     fig = callbacks.view_figure(callbacks.AppState(data), "moe", controls, [], "time",
                                 ("qwen3-30b-a3b", "experts", "uniform"))
     names = [t.name for t in fig.data if t.showlegend is not False]
@@ -96,7 +96,8 @@ def test_moe_view_on_shipped_data_and_dense_views_stay_dense():
     assert not any("H200" in a.text and "predictions only" in a.text for a in fig.layout.annotations)
     measured_axes = {t.xaxis for t in fig.data if t.name == "w4a16 measured (grouped_w4a16_tc)"}
     assert {"x", "x2"} <= measured_axes and "x3" not in measured_axes  # columns: H100, H200 measured; A100 not
-    assert fig.layout.yaxis7.title.text == "touched experts" and fig.layout.yaxis7.overlaying == "y"  # 3 GPUs x 2 rows first
+    # 3 GPUs x 2 rows first, then the touched-experts axes
+    assert fig.layout.yaxis7.title.text == "touched experts" and fig.layout.yaxis7.overlaying == "y"
     measured = [t for t in fig.data if t.name == "w4a16 measured (grouped_w4a16_tc)" and t.yaxis == "y"][0]
     rows = views_moe.moe_rows(data, callbacks.AppState(data).frames([]), callbacks.AppState(data).selection(*controls),
                               views_moe.options("qwen3-30b-a3b"))
