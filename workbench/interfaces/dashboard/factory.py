@@ -49,7 +49,8 @@ STYLE_ASSET = "style.css"
 # server, which revalidates each asset, while the server is busy with the page's first layout)
 ASSETS_IGNORE = "|".join(re.escape(name) for name in (PLOTLY_ASSET, REGENERATOR_ASSET, STYLE_ASSET))
 DROPPED_SCRIPTS = re.compile(r'\s*<script src="[^"]*/(?:deps/polyfill@[^"]*|dash_table/bundle[^"]*)"></script>')
-LAYOUT_CACHE = 32
+LAYOUT_CACHE = 32  # first layouts kept, and at most this many bytes of them (a grid view's holds its rows):
+LAYOUT_CACHE_BYTES = 32_000_000
 # dcc.Graph uses window.Plotly when a page defines it: assets/plotly-workbench.min.js (plotly.js, the version
 # plotly.py bundles, built by scripts/build_plotly.sh with the trace types the figures use: scatter, bar, heatmap; MIT)
 # is 1.26 MB instead of 4.8 MB, and runs in half the time plotly.js's cartesian bundle takes (no world-calendars).
@@ -247,7 +248,7 @@ def cache_layouts(app: Any, page_query: Any) -> None:
         if response.status_code == 200:
             with lock:
                 layouts[key] = keep(response)
-                while len(layouts) > LAYOUT_CACHE:
+                while len(layouts) > LAYOUT_CACHE or sum(len(v[0]) for v in layouts.values()) > LAYOUT_CACHE_BYTES:
                     layouts.popitem(last=False)
         return response
 
