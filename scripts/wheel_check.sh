@@ -80,7 +80,7 @@ check "0" "$wb" kernel-facts --out "$work/kernel-facts.json"
 check "0" "$bin/python" -c "
 from workbench.interfaces.dashboard.factory import create_app
 client = create_app('$repo/data').server.test_client()
-for url in ('/', '/assets/style.css', '/assets/plotly-cartesian.min.js'):
+for url in ('/', '/assets/style.css', '/assets/plotly-workbench.min.js', '/assets/regenerator-runtime.js'):
     assert client.get(url).status_code == 200, url
 "
 written="$(find "$site" -newer "$work/before" -type f -not -path '*/__pycache__/*' | head -5)"

@@ -81,7 +81,8 @@ def _mount(values: dict, body: dict) -> None:
 def test_the_first_layout_draws_the_open_view_and_nothing_fires_on_load(app, client):
     assert initial_callbacks(app) == []  # the layout carries what the main callback would answer
     values = layout_values(app)
-    assert values[(key(ids.graph_id("roofline")), "figure")].to_plotly_json()["data"]
+    assert values[(key(ids.graph_id("roofline")), "figure")]["data"]  # the figure's JSON dict (callbacks.view_json)
+    assert values[(ids.PREFETCH, "data")] == ""  # not None: dcc.Store would mount None as a change, firing _main
     assert values[(ids.STATUS, "children")]
     assert values[(ids.TIME, "children")] is None  # other views: mounted on their first visit
     assert set(values[(ids.FIGURE_KEYS, "data")]) == {"roofline", "status"}
@@ -93,6 +94,11 @@ def test_the_first_layout_draws_the_open_view_and_nothing_fires_on_load(app, cli
     tag = re.compile(rb'<script src="[^"]*/dash_ag_grid/[^"]*\.js"')
     assert tag.search(client.get("/?view=table").data)  # the grid is in the first layout: its bundle loads up front
     assert not tag.search(client.get("/").data)  # else on a grid view's first visit (wiring.PANES_JS)
+    page = client.get("/").data.decode()  # scripts the first view does not run are off the page (factory.py)
+    assert "polyfill@" not in page and "dash_table/bundle" not in page and "regeneratorRuntime" in page
+    first, again = client.get("/_dash-layout"), client.get("/_dash-layout")  # the second from factory.cache_layouts
+    assert first.status_code == again.status_code == 200 and first.data == again.data
+    assert client.get("/assets/regenerator-runtime.js").status_code == 200
 
 
 def test_only_the_open_tab_is_computed(app, client):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -37,7 +38,7 @@ CONTROLS = (ids.GPUS, ids.PRIMARY, ids.SCHEMES, ids.KERNELS, ids.KERNEL_VIEW, id
 N_CONTROLS = len(CONTROLS)
 HYPOTHESIS_COLUMNS = ("id", "claim", "gpu_key", "source", "verdict", "value", "low", "high", "threshold", "n",
                       "detail", "file", "line")  # fmt: skip
-FIGURE_CACHE = 64
+FIGURE_CACHE = 128  # entries: a view's Figure and its JSON dict are one each
 TOKEN_SALT = os.urandom(16)  # per server process: a page open across a restart (other data, maybe) gets new figures
 
 
@@ -169,6 +170,30 @@ def view_figure(state: AppState, view: str, controls: tuple[Any, ...], tokens: A
     return state.figure(key, build)
 
 
+def view_json(state: AppState, view: str, controls: tuple[Any, ...], tokens: Any, compare_view: Any = "time",
+              moe: Any = None) -> dict[str, Any]:
+    """`view_figure` as the plain JSON dict the page is sent, made once per figure key: a callback answering with a
+    figure it made before sends this dict as it is (a Figure would be converted and encoded again on every answer)."""
+    key = ("json", *_figure_key(state, view, controls, tokens, compare_view, moe))
+    return state.figure(key, lambda: figure_dict(view_figure(state, view, controls, tokens, compare_view, moe)))
+
+
+def figure_dict(fig: Any) -> dict[str, Any]:
+    """A Figure as plain JSON types, numeric arrays base64-encoded as plotly.py sends them (`Figure.to_dict`, without
+    its deep copy of every array: the figure's own dicts and lists are copied, its arrays replaced in the copy)."""
+    from _plotly_utils.utils import is_homogeneous_array, to_typed_array_spec
+    from plotly.io.json import to_json_plotly
+
+    def plain(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: plain(v) for k, v in node.items()}
+        if isinstance(node, list | tuple):
+            return [plain(v) for v in node]
+        return to_typed_array_spec(node) if is_homogeneous_array(node) else node
+
+    return json.loads(to_json_plotly({"data": plain(fig._data), "layout": plain(fig._layout)}))
+
+
 def page_outputs(state: AppState, view: Any, controls: tuple[Any, ...], tokens: Any, compare: Any,
                  held: Any = None, moe: Any = None, mounted: Any = ()) -> dict[tuple[Any, str], Any]:
     """What one control change updates, as (component id, prop) -> value: the open view's graph or grid — its slot's
@@ -183,10 +208,10 @@ def page_outputs(state: AppState, view: Any, controls: tuple[Any, ...], tokens: 
     if view in ids.FIGURES:
         token = figure_token(_figure_key(state, view, controls, tokens, compare, moe))
         if view not in mounted:
-            out[(ids.SLOTS[view], "children")] = layout.view_graph(view, view_figure(state, view, controls, tokens,
-                                                                                     compare, moe))  # fmt: skip
+            out[(ids.SLOTS[view], "children")] = layout.view_graph(view, view_json(state, view, controls, tokens,
+                                                                                   compare, moe))  # fmt: skip
         elif held.get(view) != token:
-            out[(ids.GRAPH, view)] = view_figure(state, view, controls, tokens, compare, moe)
+            out[(ids.GRAPH, view)] = view_json(state, view, controls, tokens, compare, moe)
         held[view] = token
     elif view in ids.GRIDS:
         token = figure_token(("grid", view, state.selection(*controls), state.key(tokens)))

@@ -255,8 +255,10 @@ def _views(view: str, compare: str, filled: dict[tuple[str, str], Any], moe: Any
             children = [slot]
         panes.append(html.Div(children, id=ids.pane_id(value), className=pane_class(value, view)))
     tabs = [dcc.Tab(label=TAB_LABELS[v], value=v, id=ids.tab_id(v)) for v in ids.TAB_VALUES]
+    # the stores start empty (""), not None: dcc.Store mounts None as a change of its data (undefined -> null),
+    # which would fire the main callback before the first figure is drawn
     return [dcc.Tabs(id=ids.TABS, value=view, children=tabs), dcc.Store(id=ids.OPEN_VIEW, data=view),
-            dcc.Store(id=ids.PREFETCH, data=None), dcc.Store(id=ids.PREFETCHED_VIEW, data=None),
+            dcc.Store(id=ids.PREFETCH, data=""), dcc.Store(id=ids.PREFETCHED_VIEW, data=""),
             html.Div(panes, id=ids.PANES)]
 
 

@@ -78,7 +78,7 @@ GRAPH_CONFIG: dict[str, Any] = {
 }
 
 def scatter_type(n_points: int) -> str:
-    """Always SVG scatter: the page's plotly.js is the cartesian bundle (no WebGL traces), and the views reduce the
+    """Always SVG scatter: the page's plotly.js has no WebGL traces (scripts/build_plotly.sh), and the views reduce the
     points they draw (newest run of each point, best kernel per scheme) to far below where WebGL would pay off."""
     return "scatter"
 
@@ -136,7 +136,7 @@ def log2_batch_axis(title: str = BATCH_AXIS) -> dict[str, Any]:
     return {"title": {"text": title}, "type": "log", "tickvals": BATCH_TICKS, "ticktext": [str(t) for t in BATCH_TICKS]}
 
 
-TRACE_TYPES = ("scatter", "bar", "heatmap")  # what assets/plotly-cartesian.min.js is asked to draw
+TRACE_TYPES = ("scatter", "bar", "heatmap")  # all that assets/plotly-workbench.min.js draws (scripts/build_plotly.sh)
 
 
 @functools.cache

@@ -68,8 +68,9 @@ function(held, open) {
     const chained = last && last !== next && held && last in held;
     window.__prefetching = next;
     window.__prefetchedAt = now;
-    const drawn = () => document.querySelector('#%(panes)s > .pane.open .main-svg')
-        || !document.querySelector('#%(panes)s > .pane.open .js-plotly-plot');
+    // drawn: the open view's figure is on screen (a grid view: its grid is mounted)
+    const drawn = () => document.querySelector('#%(panes)s > .pane.open ' + (views.includes(open) || open === 'moe'
+        ? '.main-svg' : '.ag-root-wrapper'));
     const ask = () => window.dash_clientside.set_props('%(store)s', {data: next});
     const wait = () => drawn() ? (window.requestIdleCallback || setTimeout)(ask, {timeout: 500}) : setTimeout(wait, 50);
     setTimeout(chained ? ask : wait, 0);
