@@ -101,18 +101,6 @@ def library_warm_ups(runners: dict[str, Any]) -> dict[str, Callable[[], None]]:
     return steps
 
 
-def warm_up(runners: dict[str, Any]) -> list[str]:
-    """library_warm_ups run one after the other in this thread; one line per warm-up that failed (its points then
-    initialise, or fail, on their own)."""
-    notes = []
-    for kind, step in library_warm_ups(runners).items():
-        try:
-            step()
-        except Exception as exc:
-            notes.append(f"warm-up of {kind} failed: {type(exc).__name__}: {exc}".splitlines()[0])
-    return notes
-
-
 class _NoCompiles:
     """A CompilePool with nothing to compile (fake runners, library kernels only, a warm cache)."""
 
