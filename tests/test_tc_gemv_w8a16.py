@@ -7,6 +7,8 @@ compile options, declared facts."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -123,13 +125,16 @@ def test_the_table_pads_the_batch_to_whole_n_tiles(M: int, nt: int) -> None:
             assert cfg.nt == nt and 8 * cfg.nt >= M
 
 
-def test_few_row_tiles_per_sm_take_the_first_column() -> None:
-    limit = tc_gemv_w8a16.FEW_TILES_PER_SM * 132 * 16
-    for M in (16, 32):
-        (_, few), (_, many) = next(cs for top, cs in tc_gemv_w8a16.TABLE if top == M)
-        assert few != many
-        assert tc_gemv_w8a16.choose_config(M, 4096) == few == tc_gemv_w8a16.choose_config(M, limit)
-        assert tc_gemv_w8a16.choose_config(M, limit + 1) == many == tc_gemv_w8a16.choose_config(M, 0)
+@pytest.mark.parametrize("M", [16, 32])
+def test_each_column_takes_the_layers_up_to_its_row_tiles_per_sm(M: int) -> None:
+    columns = next(cs for top, cs in tc_gemv_w8a16.TABLE if top == M)
+    assert [top for top, _ in columns][-1] == math.inf and len({c for _, c in columns}) == len(columns)
+    for top, cfg in columns[:-1]:
+        last = int(top * 132) * 16  # the widest layer of `top` row tiles per SM on 132 SMs
+        assert tc_gemv_w8a16.choose_config(M, last) == cfg
+        assert tc_gemv_w8a16.choose_config(M, last + 16) != cfg
+    assert tc_gemv_w8a16.choose_config(M, 0) == columns[-1][1] == tc_gemv_w8a16.choose_config(M, 40000)
+    assert tc_gemv_w8a16.choose_config(M, 4096) == columns[0][1]
 
 
 @pytest.mark.parametrize("M", [0, 33, -1])

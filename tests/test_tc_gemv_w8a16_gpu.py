@@ -4,9 +4,9 @@ the device: pytest -m gpu).
 Float64 checks: fresh random inputs, outputs poisoned with NaN, rel = ||y - ref|| / ||ref|| against the reference of
 the dequantized weights (kernels.problems: int8 codes times their fp16 row scale) and the 16-bit activations, at every
 M bin edge and odd M, on shapes with N not a multiple of the 16-channel tile and K with fewer chunks than warps or a
-remainder of the warps' chunk loop, the table's columns (N = 4096 and 22016) and variants of every field. The
-products of exact int8 and 16-bit values are summed in fp32; the output is rounded to fp16 (tolerance 2e-3) or bf16
-(2^-9 relative per element: 4e-3).
+remainder of the warps' chunk loop, the table's columns (N = 4096, 8192, 12288, 22016 and 28672) and variants of every
+field. The products of exact int8 and 16-bit values are summed in fp32; the output is rounded to fp16 (tolerance 2e-3)
+or bf16 (2^-9 relative per element: 4e-3).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.gpu
 TOL = {"w8a16_tc_gemv": 2e-3, "w8a16_bf16_tc_gemv": 4e-3}
 NAMES = tuple(tc_gemv_w8a16.KINDS)
 SMALL = ((37, 128), (101, 640), (1029, 4096 + 64), (203, 11008))
-LLM = ((22016, 4096), (4096, 11008))
+LLM = ((22016, 4096), (4096, 11008), (12288, 1024), (8192, 1024), (28672, 1024))  # every column of the table
 VARIANTS = ({"warps": 4}, {"u": 2}, {"u": 4, "tiles": 2}, {"warps": 16, "u": 2, "minb": 2}, {"tiles": 3},
             {"tiles": 4, "warps": 4, "u": 1}, {"minb": 4, "u": 1})
 

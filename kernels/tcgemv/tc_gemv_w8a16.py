@@ -63,21 +63,32 @@ class Config:
         return self.warps * ROWS * self.nt * 8 * 4
 
 
-# H200 (bench/bench_tc_gemv.py --kernel w8a16_tc_gemv on 22016x4096, 4096x11008, 4096x4096 and 28672x8192, M = 1-64,
-# docs/kernels-tc-gemv.md "The W8A16 GEMVs"): at M <= 8 the 8-bit GEMVs' configuration is fastest or within 2.2 % on
-# all four (16 warps of one chunk each, 2 CTAs per SM); at M 9-16 on 4096-channel layers (1.9 row tiles per SM) 16
-# warps (7.2 / 14.0 us against 8.1-9.1 / 15.5-19.8), on the wide ones 4 row tiles per CTA of 4 warps, 2 CTAs per SM
-# (second run: 22016x4096 26.6 against 27.8 for 2 row tiles of 8 warps and 29.1-29.2 for 1 or 3; 28672x8192 62.0
-# against 64.0-67.4); at M 17-32 2 row tiles per CTA, 16 warps on 4096 channels
-# (4096x11008 20.5 against 23.0-33.3), 8 on wide layers (22016x4096 45.4 against 46.9-66.8). M 33-64 (8 n-tiles) was
-# 0.49-0.87x cuBLAS bf16 on every shape: x, loaded per row-tile set, then moves more bytes than the weights.
+# Columns by the layer's row tiles (N / 16) per SM, as kernels.tcgemv.tc_gemv's. At M <= 8 (H200, bench/bench_tc_gemv.py
+# --kernel w8a16_tc_gemv on 22016x4096, 4096x11008, 4096x4096 and 28672x8192, docs/kernels-tc-gemv.md "The W8A16
+# GEMVs") the 8-bit GEMVs' configuration is fastest or within 2.2 % on all four (16 warps of one chunk each, 2 CTAs per
+# SM). M 9-32 (H100 GPU-83193ee3, 2026-12-06, the same bench at M = 12, 16, 24, 32, chosen on 4096x4096, 4096x11008,
+# 8192x8192, 12288x4096, 22016x4096 and 28672x8192): up to 2 row tiles per SM 16 warps of one row tile at M <= 16, 8
+# warps at 17-32 (4096x4096 M = 32 11.66 us against 13.18 for 2 row tiles of 16 warps); up to 4 (8192) 8 warps, one
+# row tile and 4 CTAs per SM at M <= 16, 2 row tiles and 2 CTAs at 17-32; up to 8 (12288, 14336) 4 warps, one row
+# tile and 4 CTAs per SM (12288x4096 M = 16 and 32 at 1.14-1.26x this time with the wide column); wider 4 row tiles of
+# 4 warps, 2 CTAs per SM, except at M 17-32 beyond 12 (28672): 2 row tiles of 4 warps, 2 chunks ahead (28672x8192
+# M = 32 1.18x faster; the held-out 32000x4096 1.15x). Held out (14336x4096, 6144x4096, 5120x5120, 32000x4096): this
+# table within 1.00-1.09x the fastest configuration tried at every M 12-32 on two H100s (GPU-83193ee3, GPU-1a7af0ce).
+# M 33-64 (8 n-tiles) was 0.49-0.87x cuBLAS bf16 on every shape (H200): x, loaded per row-tile set, then moves more
+# bytes than the weights.
 FEW_TILES_PER_SM = 4
+_WIDE = Config(nt=2, warps=4, u=1, tiles=4, minb=2)
 TABLE: tuple[tuple[int, Columns], ...] = (  # (largest M, columns as kernels.tcgemv.tc_gemv's)
     (8, ((math.inf, Config(nt=1, warps=16, u=1, minb=2)),)),
-    (16, ((FEW_TILES_PER_SM, Config(nt=2, warps=16, u=1, minb=1)),
-          (math.inf, Config(nt=2, warps=4, u=1, tiles=4, minb=2)))),
-    (32, ((FEW_TILES_PER_SM, Config(nt=4, warps=16, u=1, tiles=2, minb=1)),
-          (math.inf, Config(nt=4, warps=8, u=1, tiles=2, minb=2)))),
+    (16, ((2, Config(nt=2, warps=16, u=1, minb=1)),
+          (FEW_TILES_PER_SM, Config(nt=2, warps=8, u=1, minb=4)),
+          (8, Config(nt=2, warps=4, u=1, minb=4)),
+          (math.inf, _WIDE))),
+    (32, ((2, Config(nt=4, warps=8, u=1, minb=2)),
+          (FEW_TILES_PER_SM, Config(nt=4, warps=8, u=1, tiles=2, minb=2)),
+          (8, Config(nt=4, warps=4, u=1, minb=4)),
+          (12, replace(_WIDE, nt=4)),
+          (math.inf, Config(nt=4, warps=4, u=2, tiles=2, minb=2)))),
 )
 M_MAX = TABLE[-1][0]
 
