@@ -229,11 +229,13 @@ def make_runner(spec: KernelSpec, group_size: int | None = None) -> PeerRunner:
 
 # What the kernel-aware model needs (models.kernel_terms): the library kernels' instruction paths; their tiles are not
 # known, only the M padding the runners add (_PAD). tinygemm's measured time grows with M from M = 1: one pass over
-# the dequantized weights per batch row.
+# the dequantized weights per batch row. cuBLAS SGEMM with one batch row (n = 1 in its column-major call) is a
+# matrix-vector product and runs a GEMV: H200 M = 1 at 1.03-1.27x the L2-cold read of its bytes on 10 shapes, M = 2 at
+# 1.29-3.63x and growing with M (a GEMM); its 16-bit GEMMs take the same time at M = 1 and 2, so they declare none.
 _FACTS = {
     "cublas_fp16": KernelFacts("library", "wgmma_f16"),
     "cublas_bf16": KernelFacts("library", "wgmma_bf16"),
-    "cublas_fp32": KernelFacts("library", "library_fp32"),
+    "cublas_fp32": KernelFacts("library", "library_fp32", gemv_m=1),
     "torch_int4_tinygemm": KernelFacts("library", "mma_sync_bf16", "w4", ((256, 1),)),
     "torch_fp8_scaled_mm": KernelFacts("library", "wgmma_e4m3", "none", ((256, 16),)),
     "torch_int_mm": KernelFacts("library", "wgmma_s8", "none", ((32, 32), (256, 8))),

@@ -3,8 +3,9 @@ honestly (leave one shape out).
 
 `predict_kernels(points, facts, gpus, table)` adds time_kernel_s, the attribution columns, the kernel's own ceilings
 and where its figures came from, for every row whose kernel declares facts. `fit_table` estimates KernelParams per
-kernel by least squares on log time (scipy, imported when fitting). `leave_one_shape_out` refits without each (N, K)
-in turn and predicts that shape: the out-of-sample prediction of every row.
+kernel and code path (a library's GEMV at small M is its own, `models.kernel_terms.kernel_paths`) by least squares on
+log time (scipy, imported when fitting). `leave_one_shape_out` refits without each (N, K) in turn and predicts that
+shape: the out-of-sample prediction of every row.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from models.kernel_model import (
     kernel_ceilings,
     raw_terms,
 )
-from models.kernel_terms import GpuTerms, KernelFacts
+from models.kernel_terms import GpuTerms, KernelFacts, kernel_paths
 
 OUTPUT_COLUMNS = ("time_kernel_s", *ATTRIBUTION, "kernel_bandwidth_bytes_per_s", "kernel_peak_flops_per_s",
                   "kernel_terms_source", "kernel_params_source")
@@ -63,20 +64,24 @@ def predict_kernels(points: pd.DataFrame, facts: Mapping[str, KernelFacts], gpus
     family_of = {k: f.family for k, f in facts.items()}
     keys = pd.MultiIndex.from_arrays([out["gpu"].astype(str), out["kernel"].astype(str)])
     codes, uniques = pd.factorize(keys)
+    M = out["M"].to_numpy(dtype=np.float64)
     for code, (gpu_key, kernel) in enumerate(uniques):
-        f = facts.get(kernel)
-        if f is None:
+        if kernel not in facts:
             continue
-        rows = codes == code
         gpu = gpus(gpu_key)
-        p, how = table.lookup(kernel, f, family_of)
-        sub = out.loc[rows]
-        t = raw_terms(f, gpu, sub["M"], sub["N"], sub["K"], sub["bytes"])
-        for k, v in combine(t, p).items():
-            cols[k][rows] = v
-        cols["kernel_bandwidth_bytes_per_s"][rows], cols["kernel_peak_flops_per_s"][rows] = kernel_ceilings(f, gpu, p)
-        src[rows] = _sources(gpu)
-        psrc[rows] = how
+        for key, f, lo, hi in kernel_paths(kernel, facts[kernel]):
+            rows = (codes == code) & (M >= lo) & (M <= hi)
+            if not rows.any():
+                continue
+            p, how = table.lookup(key, f, family_of)
+            sub = out.loc[rows]
+            t = raw_terms(f, gpu, sub["M"], sub["N"], sub["K"], sub["bytes"])
+            for k, v in combine(t, p).items():
+                cols[k][rows] = v
+            cols["kernel_bandwidth_bytes_per_s"][rows], cols["kernel_peak_flops_per_s"][rows] = kernel_ceilings(
+                f, gpu, p)
+            src[rows] = _sources(gpu)
+            psrc[rows] = how
     for k, v in cols.items():
         out[k] = v
     out["kernel_terms_source"] = src
@@ -117,15 +122,18 @@ def fit_table(rows: pd.DataFrame, facts: Mapping[str, KernelFacts], gpus: Callab
     """KernelParams per kernel from measured rows (gpu, kernel, M, N, K, bytes, time_median_s)."""
     kernels: dict[str, KernelParams] = {}
     rms: dict[str, float] = {}
-    for kernel, sub in rows.groupby(rows["kernel"].astype(str), sort=True):
-        f = facts.get(kernel)
-        if f is None or len(sub) < FIT_MIN_POINTS:
+    for kernel, whole in rows.groupby(rows["kernel"].astype(str), sort=True):
+        if kernel not in facts:
             continue
-        terms = []
-        for gpu_key, g in sub.groupby(sub["gpu"].astype(str)):
-            t = raw_terms(f, gpus(gpu_key), g["M"], g["N"], g["K"], g["bytes"])
-            terms.append((t, g["time_median_s"].to_numpy(dtype=np.float64)))
-        kernels[kernel], rms[kernel] = _fit_one(f, terms, priors)
+        for key, f, lo, hi in kernel_paths(kernel, facts[kernel]):  # each code path has its own parameters
+            sub = whole[whole["M"].between(lo, hi)]
+            if len(sub) < FIT_MIN_POINTS:
+                continue
+            terms = []
+            for gpu_key, g in sub.groupby(sub["gpu"].astype(str)):
+                t = raw_terms(f, gpus(gpu_key), g["M"], g["N"], g["K"], g["bytes"])
+                terms.append((t, g["time_median_s"].to_numpy(dtype=np.float64)))
+            kernels[key], rms[key] = _fit_one(f, terms, priors)
     prov = dict(provenance or {})
     prov["points"] = int(len(rows))
     prov["rms_log_error"] = {k: round(v, 4) for k, v in rms.items()}

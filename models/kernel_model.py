@@ -20,7 +20,8 @@ V bytes:
 Parameters `p` (KernelParams) are per kernel and are the only numbers estimated from kernel timings: extra fixed
 cost, memory and ALU multipliers (how far the kernel is from its microbenchmark), tensor efficiency and the overlap
 of the terms. `models.kernel_fit` estimates them (with leave-one-shape-out validation); a kernel without fitted
-parameters gets its family's median, or the neutral defaults below, and says which.
+parameters gets its family's median, or the neutral defaults below, and says which. A library's GEMV at small M is
+a code path of its own (models.kernel_terms.kernel_paths): its facts, its parameters (key `<kernel>@gemv`).
   fixup    stream-K kernels: slots the busiest tile's owner sums x (tile rows x BN x 4 bytes) / (L2 rate / SMs),
            x p.fixup_scale, after the main loop (added, not overlapped); a split tile summed in a cluster of its s
            pieces counts (s - 1) / s slots (each CTA receives that share of a tile through distributed shared memory,

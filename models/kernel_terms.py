@@ -1,11 +1,12 @@
 """The kernel-aware tier's inputs: what a kernel declares about itself, and what a GPU offers each term.
 
 A kernel declares `KernelFacts` (kernels/*.py attach them to their KernelSpec): its family, the instruction path of its
-products, the conversion work per weight, how it pads the batch (tile / bin table per M) and the output channels
-per tile. A GPU offers `GpuTerms`: the L2-cold read curve (time against bytes, from `workbench calibrate`), the
-issue rate of each conversion microbenchmark, the FP32 FMA rate and the tensor ceiling of every instruction path.
-Where a GPU has no calibration (or an old one without these microbenchmarks), each missing figure comes from the
-datasheet and `GpuTerms.sources` says so. Pure Python and NumPy; nothing here touches CUDA.
+products, the conversion work per weight, how it pads the batch (tile / bin table per M), the output channels per tile
+and, for a library, the batches it serves with a GEMV instead (`gemv_m`, `kernel_paths`). A GPU offers `GpuTerms`: the
+L2-cold read curve (time against bytes, from `workbench calibrate`), the issue rate of each conversion microbenchmark,
+the FP32 FMA rate and the tensor ceiling of every instruction path. Where a GPU has no calibration (or an old one
+without these microbenchmarks), each missing figure comes from the datasheet and `GpuTerms.sources` says so. Pure
+Python and NumPy; nothing here touches CUDA.
 """
 
 from __future__ import annotations
@@ -92,6 +93,10 @@ class KernelFacts:
     # a GEMV whose CTAs take several n-tiles: ((largest M, ((most n-tiles per SM, n-tiles per CTA), ...)), ...), both
     # ascending, as its launcher's table picks a column by the layer's n-tiles per SM; empty: one n-tile per CTA
     cta_tiles: tuple[tuple[int, tuple[tuple[float, int], ...]], ...] = ()
+    # a library that runs a GEMV up to this M (cuBLAS: a GEMM whose batch is one row is a matrix-vector product, a
+    # different kernel): at those M the kernel is priced as `gemv_path()` with its own fitted parameters (key
+    # `<name>@gemv`, kernel_paths); 0: one code path at every M
+    gemv_m: int = 0
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -108,6 +113,9 @@ class KernelFacts:
         if self.bn < 0 or self.k_block_rescale < 0 or self.extra_launches < 0:
             raise InputError(f"bn, k_block_rescale and extra_launches must be >= 0, got {self.bn}, "
                              f"{self.k_block_rescale}, {self.extra_launches}")
+        if self.gemv_m < 0:
+            raise InputError(f"gemv_m (the largest M of a library's GEMV path; 0: none) must be >= 0, got "
+                             f"{self.gemv_m}")
         widths = [b[0] for b in self.bands if len(b) == 3]
         if (len(widths) != len(self.bands) or widths != sorted(set(widths))
                 or any(n <= 0 or bn <= 0 or not _valid_table(t) for n, bn, t in self.bands)):
@@ -117,6 +125,12 @@ class KernelFacts:
                 e[0] for e in self.cta_tiles] != sorted({e[0] for e in self.cta_tiles}):
             raise InputError(f"cta_tiles must be ((largest M, ((most n-tiles per SM, n-tiles per CTA), ...)), ...), "
                              f"ascending and positive, got {self.cta_tiles}")
+
+    def gemv_path(self) -> KernelFacts:
+        """What the kernel runs at M <= gemv_m: one pass over the weights (no tiles, no padding, no split), the
+        products of every batch row on CUDA cores, the same conversion and launches."""
+        return KernelFacts(self.family, "cuda_core", self.dequant, cuda_core_rows=True,
+                           extra_launches=self.extra_launches)
 
     def _band(self, N: Any) -> np.ndarray:
         """Index into `bands` of each N's band; len(bands) for the layers wider than every band."""
@@ -196,6 +210,17 @@ class KernelFacts:
     def padded_n(self, N: np.ndarray) -> np.ndarray:
         bn = self.bn_at(N)
         return np.where(bn > 0, np.ceil(N / np.maximum(bn, 1)) * bn, np.asarray(N, dtype=np.float64))
+
+
+GEMV_PATH_KEY = "@gemv"  # parameter key of a library's GEMV path: kernel name + this
+
+
+def kernel_paths(name: str, facts: KernelFacts) -> tuple[tuple[str, KernelFacts, int, int], ...]:
+    """(parameter key, facts, smallest M, largest M) of each code path the kernel runs: a library's GEMV up to
+    gemv_m (key name + GEMV_PATH_KEY) and its declared path above; one path at every M for any other kernel."""
+    if not facts.gemv_m:
+        return ((name, facts, 1, 1 << 30),)
+    return ((name + GEMV_PATH_KEY, facts.gemv_path(), 1, facts.gemv_m), (name, facts, facts.gemv_m + 1, 1 << 30))
 
 
 def _valid_table(table: Any) -> bool:
