@@ -263,3 +263,22 @@ def test_cluster_residency_counts_each_size_and_survives_a_driver_that_cannot(mo
     notes = []
     monkeypatch.setattr(cuda_driver, "max_active_clusters", refuse)
     assert _cluster_residency(Mod(), notes.append) == [] and "not measured" in notes[0]
+
+
+def test_library_versions_are_read_without_importing_the_library(monkeypatch):
+    import sys
+    import types
+
+    from workbench.measure import environment
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(environment.importlib.metadata, "version", lambda name: {"torch": "2.11.0+cu130"}[name])
+    assert environment._version("torch") == "2.11.0+cu130" and "torch" not in sys.modules
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="2.12.0"))
+    assert environment._version("torch") == "2.12.0"  # an imported module speaks for itself
+
+    def absent(name):
+        raise environment.importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(environment.importlib.metadata, "version", absent)
+    assert environment._version("not_installed_here") == ""

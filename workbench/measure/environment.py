@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import subprocess
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -74,9 +76,16 @@ def gpu_key_for(name: str) -> str:
 
 
 def _version(module: str) -> str:
+    """The installed version of `module`: its __version__ when it is already imported, else its distribution's
+    metadata ("" when neither is there). Never imports it: importing torch only to read its version took 7.6 s of a
+    freshly started machine's first sweep, before anything else could start (torch is imported later, beside the
+    compiles, by the warm-up threads that prepare the torch peers)."""
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return str(getattr(loaded, "__version__", ""))
     try:
-        return __import__(module).__version__
-    except Exception:  # absent, or broken on this machine
+        return importlib.metadata.version(module)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
         return ""
 
 
