@@ -227,3 +227,19 @@ def test_scheme_per_batch_view_names_the_switch_points(state):
 def test_quantization_error_view_orders_granularities(state):
     fig = callbacks.view_figure(state, "quant", _controls(state), [])
     assert len(fig.data) >= 6 and "outlier channels" in fig.layout.title.text
+
+
+def test_a_figure_that_fails_to_build_says_so_in_one_line(state, monkeypatch, caplog):
+    # before: the exception escaped to guard.safe, which kept the old figure with no word to the user
+    def broken(*_args):
+        raise ValueError("\n    Invalid value of type 'builtins.float' received for the 'domain[0]' property\n   more")
+
+    monkeypatch.setitem(callbacks.BUILDERS, "time", broken)
+    fresh = AppState(state.data)  # no figure cached for these controls
+    fig = callbacks.view_figure(fresh, "time", _controls(state), [])
+    assert not fig.data
+    (note,) = [a.text for a in fig.layout.annotations]
+    assert note.startswith("This figure could not be drawn for this selection")
+    assert "Invalid value of type 'builtins.float'" in note and "\n" not in note and "more" not in note
+    assert "could not be drawn" in caplog.text and "domain[0]" in caplog.text
+    assert callbacks.view_json(fresh, "time", _controls(state), [])["layout"]["annotations"][0]["text"] == note

@@ -20,6 +20,7 @@ import pandas as pd
 
 from models.errors import InputError
 from workbench.interfaces.dashboard import (
+    guard,
     ids,
     style,
     table,
@@ -106,11 +107,19 @@ class AppState:
 
 
 # ---------------------------------------------------------------------------------------------------- views
+FAILED_FIGURE = "This figure could not be drawn for this selection"
+
+
 def _safe(build: Callable[[], Any], title: str) -> Any:
+    """The view's figure; an input it refuses, or a figure that fails to build, is a figure saying so in one line
+    (an exception escaping to guard.safe would leave the previous figure on the page with no word why)."""
     try:
         return build()
     except InputError as exc:
         return style.empty_figure(str(exc).splitlines()[0], title)
+    except Exception as exc:  # noqa: BLE001 - shown to the user and logged, not raised
+        guard.LOG.warning("%s: %s: %s: %s", FAILED_FIGURE, title, type(exc).__name__, guard.first_line(exc))
+        return style.empty_figure(f"{FAILED_FIGURE} ({type(exc).__name__}: {guard.first_line(exc)}).", title)
 
 
 BUILDERS = {

@@ -28,6 +28,9 @@ ATTRIBUTION_PARTS = (
 )
 ATTRIBUTION_COLUMNS = tuple(c for c, _, _ in ATTRIBUTION_PARTS)
 MEASURED_NOTE = "measured = fastest kernel per layer"
+ROW_PX = 380  # attribution: the figure grows by this per row of panels (at least MIN_HEIGHT_PX)
+MIN_HEIGHT_PX = 460
+ROW_GAP_PX = 90  # between rows of panels: room for the batch axis and the next row's titles, however many rows
 LAYER_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
 
@@ -138,5 +141,8 @@ def attribution_figure(frame: pd.DataFrame, *, title: str, panels_by: str = "lab
         xaxis = {"title": {"text": style.BATCH_AXIS}, "type": "category"}
         yaxis = {"title": {"text": "time per call (µs)"}, "zeroline": True, "zerolinecolor": "#111"}
         panels.append(style.Panel(traces, xaxis, yaxis, str(label)))
-    layout = {"title": {"text": title}, "barmode": "relative", "height": max(460, 380 * rows)}
-    return style.compose(panels, rows, cols, layout, hspace=0.08, vspace=0.14)
+    height = max(MIN_HEIGHT_PX, ROW_PX * rows)
+    margin = style.BASE_LAYOUT["margin"]
+    vspace = style.pixel_gap(ROW_GAP_PX, height, margin["t"] + margin["b"])
+    layout = {"title": {"text": title}, "barmode": "relative", "height": height}
+    return style.compose(panels, rows, cols, layout, hspace=0.08, vspace=vspace)

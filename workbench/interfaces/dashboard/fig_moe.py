@@ -56,7 +56,8 @@ def moe_figure(rows: pd.DataFrame, gpus: list[str], labels: dict[str, str], *, t
     if rows.empty or not gpus:
         return style.empty_figure("Nothing to draw for this selection.", title)
     n = len(gpus)
-    width = (1.0 - HSPACE * (n - 1)) / n
+    hspace = style.fit_gap(HSPACE, n)  # every GPU selected: 13 columns of HSPACE would not fit
+    width = (1.0 - hspace * (n - 1)) / n
     layout: dict[str, Any] = {"title": {"text": title}, "height": 720, "annotations": [],
                               "margin": {"l": 70, "r": 60, "t": 80, "b": 60},
                               "legend": {**style.BASE_LAYOUT["legend"], "x": 1.06}}  # fmt: skip
@@ -64,7 +65,7 @@ def moe_figure(rows: pd.DataFrame, gpus: list[str], labels: dict[str, str], *, t
     shown: set[str] = set()
     for c, gpu in enumerate(gpus):
         t, s, k = c + 1, n + c + 1, 2 * n + c + 1  # axis numbers: time, speedup, touched (over the time panel)
-        x0 = c * (width + HSPACE)
+        x0 = c * (width + hspace)
         dom = [round(x0, 9), round(min(1.0, x0 + width), 9)]
         ref = {i: ("", "") if i == 1 else (str(i), str(i)) for i in (t, s, k)}
         batch_axis = style.log2_batch_axis()

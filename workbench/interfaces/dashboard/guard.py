@@ -17,6 +17,11 @@ LOG = logging.getLogger("workbench.interfaces.dashboard")
 DISPATCH = "/_dash-update-component"
 
 
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first non-blank line of an exception's message (plotly's start with a blank one), at most `limit` long."""
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), "")[:limit]
+
+
 def safe(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The callback, with any exception other than Dash's own no-update signals turned into a no-op."""
     from dash.exceptions import PreventUpdate
@@ -29,7 +34,7 @@ def safe(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise
         except Exception as exc:  # noqa: BLE001 - a malformed payload must not become an HTTP 500
             LOG.warning("callback %s ignored a malformed payload: %s: %s", fn.__name__, type(exc).__name__,
-                        str(exc).splitlines()[0][:200] if str(exc) else "")  # fmt: skip
+                        first_line(exc))  # fmt: skip
             raise PreventUpdate from None
 
     return wrapper
@@ -62,8 +67,7 @@ def install(server: Any, limit_message: str) -> None:
         if isinstance(exc, HTTPException):
             return exc
         if request.path.endswith(DISPATCH):
-            LOG.warning("malformed callback request: %s: %s", type(exc).__name__, str(exc).splitlines()[0][:200]
-                        if str(exc) else "")  # fmt: skip
+            LOG.warning("malformed callback request: %s: %s", type(exc).__name__, first_line(exc))
             return Response("malformed callback request", status=400, mimetype="text/plain")
         LOG.exception("request failed")
         return Response("internal error", status=500, mimetype="text/plain")

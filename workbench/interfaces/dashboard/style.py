@@ -173,6 +173,23 @@ class Panel:
     annotations: list[dict[str, Any]] = field(default_factory=list)  # xref/yref "x"/"y" rewritten like shapes
 
 
+MIN_CELLS_SHARE = 0.25  # compose: a grid's cells keep at least this share of the figure's width and of its height
+
+
+def fit_gap(gap: float, cells: int) -> float:
+    """The gap (a share of the figure) between `cells` subplots along one axis: as asked where the cells keep at least
+    MIN_CELLS_SHARE of the axis, else shrunk until they do, so any number of rows or columns stays inside [0, 1]."""
+    if cells < 2:
+        return gap
+    return min(gap, (1.0 - MIN_CELLS_SHARE) / (cells - 1))
+
+
+def pixel_gap(gap_px: float, size_px: float, margins_px: float) -> float:
+    """A gap of `gap_px` pixels as a share of a figure `size_px` tall (or wide) with `margins_px` of margins: for a
+    figure that grows with its rows, the gap between them stays the same on screen."""
+    return gap_px / max(size_px - margins_px, 1.0)
+
+
 def compose(
     panels: list[Panel],
     rows: int,
@@ -184,7 +201,9 @@ def compose(
     share_x: bool = False,
     share_y: bool = False,
 ):
-    """Place panels on a rows × cols grid (row-major), like make_subplots but without its validation cost."""
+    """Place panels on a rows × cols grid (row-major), like make_subplots but without its validation cost; gaps too
+    wide for the grid to fit are shrunk (fit_gap)."""
+    hspace, vspace = fit_gap(hspace, cols), fit_gap(vspace, rows)
     width = (1.0 - hspace * (cols - 1)) / cols
     height = (1.0 - vspace * (rows - 1)) / rows
     out_layout: dict[str, Any] = dict(layout)
