@@ -212,6 +212,15 @@ def test_plan_tasks_and_tiny_shapes():
     assert warm_up.tiny_shape(PickyRunner(), small) is None  # nothing within its planned shape
 
 
+def test_torch_runners_warm_last_in_plan_order():
+    from dataclasses import replace
+
+    torch_spec = replace(FAKE_SPEC, name="fake_torch", backend="torch")
+    points = plan([torch_spec, FAKE_SPEC, SPEC_B], [Shape("", 4096, 4096)], [1, 16], 90)
+    names = [t.name for t in warm_up.torch_last(warm_up.plan_tasks(points))]
+    assert names == ["fake_fp32", "fake_fp32_b", "fake_torch"]
+
+
 def test_warm_instance_makes_checks_and_launches_nothing_of_ours():
     runner = PickyRunner()
     task = warm_up.WarmTask("fake_fp32", None, (1, 16), 4096, 4096)
