@@ -265,17 +265,23 @@ def test_cluster_residency_counts_each_size_and_survives_a_driver_that_cannot(mo
     assert _cluster_residency(Mod(), notes.append) == [] and "not measured" in notes[0]
 
 
-def test_library_versions_are_read_without_importing_the_library(monkeypatch):
+def test_library_versions_are_read_without_importing_the_library(monkeypatch, tmp_path):
     import sys
     import types
 
     from workbench.measure import environment
 
-    monkeypatch.delitem(sys.modules, "torch", raising=False)
-    monkeypatch.setattr(environment.importlib.metadata, "version", lambda name: {"torch": "2.11.0+cu130"}[name])
-    assert environment._version("torch") == "2.11.0+cu130" and "torch" not in sys.modules
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="2.12.0"))
-    assert environment._version("torch") == "2.12.0"  # an imported module speaks for itself
+    pkg = tmp_path / "fake_torch_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    (pkg / "version.py").write_text("from typing import Optional\n__version__ = '2.11.0+cu130'\ncuda = '13.0'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert environment._version("fake_torch_pkg") == "2.11.0+cu130" and "fake_torch_pkg" not in sys.modules
+    monkeypatch.setitem(sys.modules, "fake_torch_pkg", types.SimpleNamespace(__version__="2.12.0"))
+    assert environment._version("fake_torch_pkg") == "2.12.0"  # an imported module speaks for itself
+    monkeypatch.setattr(environment.importlib.metadata, "version", lambda name: {"plain_dist": "1.2.3"}[name])
+    monkeypatch.setattr(environment.importlib.util, "find_spec", lambda name: None)
+    assert environment._version("plain_dist") == "1.2.3"  # no version.py: the distribution's metadata
 
     def absent(name):
         raise environment.importlib.metadata.PackageNotFoundError(name)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
+import re
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -76,13 +78,24 @@ def gpu_key_for(name: str) -> str:
 
 
 def _version(module: str) -> str:
-    """The installed version of `module`: its __version__ when it is already imported, else its distribution's
-    metadata ("" when neither is there). Never imports it: importing torch only to read its version took 7.6 s of a
-    freshly started machine's first sweep, before anything else could start (torch is imported later, beside the
-    compiles, by the warm-up threads that prepare the torch peers)."""
+    """The installed version of `module` without importing it: its __version__ when it is already imported, else the
+    `__version__ = "..."` line of its package's version.py (torch's carries the CUDA build, "2.11.0+cu130", which
+    the distribution metadata leaves out), else the distribution's metadata; "" when none is there. Importing torch
+    only to read its version took 7.6 s of a freshly started machine's first sweep, before anything else could
+    start; the warm-up threads import it beside the compiles."""
     loaded = sys.modules.get(module)
     if loaded is not None:
         return str(getattr(loaded, "__version__", ""))
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "version.py"
+        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+        if found:
+            return found.group(1)
     try:
         return importlib.metadata.version(module)
     except (importlib.metadata.PackageNotFoundError, ValueError):
