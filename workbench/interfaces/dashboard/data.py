@@ -317,6 +317,14 @@ class Frames:
     latest: pd.DataFrame
     uploads: tuple[str, ...] = ()
 
+    @functools.cached_property
+    def best(self) -> pd.DataFrame:
+        """`latest` cut to the fastest kernel of each scheme at each point (compare.best_per_scheme), ranked once per
+        session frames instead of once per figure (views.measured_rows)."""
+        from workbench.analysis.compare import best_per_scheme
+
+        return best_per_scheme(self.latest)
+
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     plain = [f.astype({c: "string" for c in CATEGORY_COLUMNS if c in f.columns}) for f in frames]
