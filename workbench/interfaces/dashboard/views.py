@@ -91,8 +91,8 @@ def measured_rows(data: DashboardData, frames: Frames, sel: Selection, gpu: str)
     `frames.best`: a point's keys (GPU, scheme, N, K, M, mode) are all selection keys, so the best rows of a selection
     are the selection of the best rows."""
     if sel.best and not sel.kernels:
-        return select_measured(frames.best, data, sel, (gpu,)).reset_index(drop=True)
-    return select_measured(frames.latest, data, sel, (gpu,))
+        return select_measured(frames.best, data, sel, (gpu,), frames.rows("best")).reset_index(drop=True)
+    return select_measured(frames.latest, data, sel, (gpu,), frames.rows("latest"))
 
 
 def predicted_rows(data: DashboardData, frames: Frames, sel: Selection, gpu: str, tier: str, schemes=None):
@@ -273,7 +273,7 @@ def _speedup_table(data: DashboardData, frames: Frames, sel: Selection, gpu: str
     from workbench.analysis.speedup import pair_speedups, speedups
 
     everything = replace(sel, schemes=tuple(str(x) for x in frames.latest["scheme"].unique()), kernels=())
-    pool = select_measured(frames.latest, data, everything, (gpu,))
+    pool = select_measured(frames.latest, data, everything, (gpu,), frames.rows("latest"))
     if pool.empty:
         return None
     try:
@@ -391,7 +391,7 @@ def error_view(data: DashboardData, frames: Frames, sel: Selection):
     """predicted / measured per kernel × batch (median over the selected shapes) for the primary GPU."""
     gpu = sel.primary
     tier = effective_tier(data, gpu, sel.tier, frames.latest)
-    cmp = select_measured(frames.latest, data, sel, (gpu,))
+    cmp = select_measured(frames.latest, data, sel, (gpu,), frames.rows("latest"))
     ratio = (cmp[f"ratio_{tier}"] if f"ratio_{tier}" in cmp.columns
              else cmp[TIER_COLUMNS[tier]] / cmp["time_measured_s"])  # fmt: skip
     frame = pd.DataFrame(
@@ -405,7 +405,7 @@ def error_view(data: DashboardData, frames: Frames, sel: Selection):
 
 
 def clocks_view(data: DashboardData, frames: Frames, sel: Selection):
-    measured = select_measured(frames.measurements, data, sel, (sel.primary,))
+    measured = select_measured(frames.measurements, data, sel, (sel.primary,), frames.rows("measurements"))
     return fig_diagnostics.clocks_figure(measured, title=_title(data, sel.primary, "Clocks and power", sel))
 
 

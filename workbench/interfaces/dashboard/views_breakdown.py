@@ -78,9 +78,12 @@ def layer_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str, b
         times = pred[TIER_COLUMNS[tier]].to_numpy(dtype=float) * pred["instances"].to_numpy(dtype=float)
         rows += [{"scheme": scheme, "source": "predicted", "layer": str(layer), "time_s": float(t)}
                  for layer, t in zip(pred["layer"], times, strict=True)]  # fmt: skip
-    pick = replace(sel, m_lo=batch, m_hi=batch, best=True)  # the fastest kernel of each scheme (of the chosen ones)
-    measured = (shown_measured(select_measured(frames.latest, data, pick, (gpu,)), replace(pick, kernels=()))
-                if sel.kernels else measured_rows(data, frames, pick, gpu))  # fmt: skip
+    pick = replace(sel, m_lo=batch, m_hi=batch, best=True)  # the fastest kernel of each scheme
+    if sel.kernels:  # of the chosen kernels
+        chosen = select_measured(frames.latest, data, pick, (gpu,), frames.rows("latest"))
+        measured = shown_measured(chosen, replace(pick, kernels=()))
+    else:
+        measured = measured_rows(data, frames, pick, gpu)
     for layer in model.layers:
         if layer.experts > 1:
             continue
