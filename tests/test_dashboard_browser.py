@@ -252,6 +252,8 @@ def test_primary_gpu_is_chosen_explicitly(page):
     _toggle(page, ids.GPUS, "h200-sxm")  # back, now second in the list
     _idle(page)
     page.click(f"#{ids.PRIMARY}")
+    shown = page.locator(".dash-dropdown-option input").evaluate_all("els => els.map(e => e.value)")
+    assert shown == ["h100-sxm", "h200-sxm"], shown  # the selected GPUs, in their order (wiring.PRIMARY_JS)
     page.locator(".dash-dropdown-option", has_text="H200").first.click()
     page.wait_for_function("() => document.querySelector('#fig-roofline .js-plotly-plot').layout.title.text"
                            ".includes('H200')")  # fmt: skip

@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import io
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -73,6 +74,32 @@ def test_batch_range_limits_points(state):
     fig = callbacks.view_figure(state, "time", _controls(state, m_lo=4, m_hi=16), [])
     measured = [t for t in fig.data if (t.mode or "") == "lines+markers"]
     assert measured and all(set(t.x) <= {4, 8, 16} for t in measured)
+
+
+@pytest.mark.parametrize("over", [{}, {"shape": "model:llama-2-7b", "mode": "hot"}, {"kernels": ["gemv_bf16"]},
+                                  {"gpus": ["h200-sxm", "h100-sxm"], "m_lo": 4, "m_hi": 64, "schemes": ["w4a16"]}])
+def test_indexed_selections_are_the_full_scans(state, over):
+    """A selection read through a row index (data.row_index), and the best kernels read from Frames.best, are the rows
+    a test of every row gives (views.measured_rows against shown_measured over the whole frame)."""
+    from workbench.interfaces.dashboard import queries, views
+
+    data, frames = state.data, state.frames([])
+    sel = state.selection(*_controls(state, **over))
+    for name in ("latest", "comparison", "measurements"):
+        frame = getattr(frames, name)
+        scanned = queries.select_measured(frame, data, sel, sel.gpus)
+        pd.testing.assert_frame_equal(queries.select_measured(frame, data, sel, sel.gpus, frames.rows(name)), scanned)
+    for best in (True, False):
+        pick = dataclasses.replace(sel, best=best)
+        scanned = views.shown_measured(queries.select_measured(frames.latest, data, pick, (pick.primary,)), pick)
+        shown = views.measured_rows(data, frames, pick, pick.primary)
+        pd.testing.assert_frame_equal(shown.reset_index(drop=True), scanned.reset_index(drop=True))
+    full = data.predictions  # select_predicted reads its index (DashboardData.prediction_rows): against a full scan
+    mask = (np.array(full["gpu_key"] == sel.primary, dtype=bool)
+            & np.array(full["scheme"].isin(sel.schemes), dtype=bool) & full["M"].between(sel.m_lo, sel.m_hi).to_numpy()
+            & np.isin(full["N"].to_numpy() * (1 << 31) + full["K"].to_numpy(),
+                      [n * (1 << 31) + k for n, k in queries.shape_pairs(data, sel)]))  # fmt: skip
+    pd.testing.assert_frame_equal(queries.select_predicted(data, sel, sel.primary), full[mask])
 
 
 def test_gpu_without_measurements_shows_predictions_and_says_so(state):

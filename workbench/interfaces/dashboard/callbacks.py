@@ -31,7 +31,13 @@ from workbench.interfaces.dashboard import (
     views_public,
 )
 from workbench.interfaces.dashboard.data import DashboardData, Frames, UploadRegistry, parse_upload, session_frames
-from workbench.interfaces.dashboard.queries import Selection, control_options, make_selection, status_lines
+from workbench.interfaces.dashboard.queries import (
+    Selection,
+    control_options,
+    default_selection,
+    make_selection,
+    status_lines,
+)
 from workbench.interfaces.dashboard.uploads import MB, UPLOAD_LIMIT_BYTES, UPLOAD_LIMIT_MB
 
 CONTROLS = (ids.GPUS, ids.PRIMARY, ids.SCHEMES, ids.KERNELS, ids.KERNEL_VIEW, ids.SHAPE, ids.BATCH_LO, ids.BATCH_HI,
@@ -254,11 +260,11 @@ def options(state: AppState, tokens: Any) -> tuple[list, list, list, list]:
     return opts["gpus"], opts["kernels"], opts["shapes"], opts["baselines"]
 
 
-def primary_choice(state: AppState, gpus: Any, primary: Any) -> tuple[list[dict], str | None]:
-    """Options of the primary-GPU box (the selected GPUs) and its value (kept while still selected)."""
-    sel = state.selection(gpus, primary, None, None, None, None, None, None, None, None, None)
+def primary_choices(state: AppState) -> tuple[dict[str, str], tuple[str, ...]]:
+    """What the primary-GPU box is filled from in the browser (wiring.PRIMARY_JS): every GPU key with its label in
+    the GPU boxes, and the GPUs a selection of none falls back to (queries.default_selection)."""
     labels = {o["value"]: o["label"] for o in control_options(state.data)["gpus"]}
-    return [{"label": labels.get(g, g), "value": g} for g in sel.gpus], sel.primary
+    return labels, default_selection(state.data).gpus
 
 
 def hypotheses_table(state: AppState, gpus: Any, tokens: Any) -> tuple[list[dict], list[dict]]:

@@ -33,6 +33,18 @@ TIER_COLUMNS = TIERS
 MAX_UPLOADS = 32
 
 
+RowIndex = dict[tuple[str, int, int], np.ndarray]  # (gpu_key, N, K) -> the positions of its rows, ascending
+
+
+def row_index(frame: pd.DataFrame) -> RowIndex:
+    """Where each (GPU, N, K) of a frame is (queries.select_measured / select_predicted take a selection's rows from
+    it instead of testing every row): built once per frame."""
+    if frame.empty:
+        return {}
+    groups = frame.groupby(["gpu_key", "N", "K"], observed=True, sort=False).indices
+    return {(str(g), int(n), int(k)): np.sort(pos) for (g, n, k), pos in groups.items()}
+
+
 @dataclass
 class DashboardData:
     """Everything the callbacks read. Frames are never mutated after loading."""
@@ -62,6 +74,10 @@ class DashboardData:
     @functools.cached_property
     def measured_gpus(self) -> list[str]:
         return sorted(str(g) for g in self.comparison["gpu_key"].unique())
+
+    @functools.cached_property
+    def prediction_rows(self) -> RowIndex:
+        return row_index(self.predictions)
 
 
 def _categorize(frame: pd.DataFrame) -> pd.DataFrame:
@@ -316,6 +332,22 @@ class Frames:
     comparison: pd.DataFrame
     latest: pd.DataFrame
     uploads: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def best(self) -> pd.DataFrame:
+        """`latest` cut to the fastest kernel of each scheme at each point (compare.best_per_scheme), ranked once per
+        session frames instead of once per figure (views.measured_rows)."""
+        from workbench.analysis.compare import best_per_scheme
+
+        return best_per_scheme(self.latest)
+
+    def rows(self, name: str) -> RowIndex:
+        """The row index of one of these frames ("measurements", "comparison", "latest" or "best"), built on first
+        use."""
+        built = self.__dict__.setdefault("_rows", {})
+        if name not in built:
+            built[name] = row_index(getattr(self, name))
+        return built[name]
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:

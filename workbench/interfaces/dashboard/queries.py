@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench.interfaces.dashboard.data import TIER_COLUMNS, DashboardData, Frames
+from workbench.interfaces.dashboard.data import TIER_COLUMNS, DashboardData, Frames, RowIndex
 
 MODEL_PREFIX = "model:"
 DEFAULT_SCHEMES = ("bf16", "w8a16", "w4a16", "w8a8", "fp8")
@@ -242,23 +242,44 @@ def _pair_mask(frame: pd.DataFrame, pairs: list[tuple[int, int]]) -> np.ndarray:
 
 
 def _isin(frame: pd.DataFrame, column: str, values: tuple[str, ...]) -> np.ndarray:
-    return np.array(frame[column].isin(values), dtype=bool)
+    col = frame[column]
+    if isinstance(col.dtype, pd.CategoricalDtype):  # compare the codes: categorical isin costs ~0.7 ms at 10⁵ rows
+        codes = col.cat.categories.get_indexer(list(values))
+        return np.isin(col.cat.codes.to_numpy(), codes[codes >= 0])
+    return np.array(col.isin(values), dtype=bool)
+
+
+def _indexed(frame: pd.DataFrame, index: RowIndex, gpus: tuple[str, ...], pairs: list[tuple[int, int]]):
+    """The rows of these GPUs and shapes, in the frame's order, from its row index (data.row_index)."""
+    found = [index[(g, n, k)] for g in dict.fromkeys(gpus) for n, k in pairs if (g, n, k) in index]
+    return frame.iloc[np.sort(np.concatenate(found)) if found else np.empty(0, dtype=np.int64)]
+
+
+def _cut(frame: pd.DataFrame, data: DashboardData, sel: Selection, gpus: tuple[str, ...], index: RowIndex | None,
+         pairs: list[tuple[int, int]]) -> tuple[pd.DataFrame, np.ndarray]:
+    """(rows, mask over them) of the selected GPUs and shapes: the rows from the index when there is one (the mask
+    then passes them all), else every row with the mask."""
+    if index is not None:
+        rows = _indexed(frame, index, gpus, pairs)
+        return rows, np.ones(len(rows), dtype=bool)
+    return frame, _isin(frame, "gpu_key", gpus) & _pair_mask(frame, pairs)
 
 
 def select_measured(
-    frame: pd.DataFrame, data: DashboardData, sel: Selection, gpus: tuple[str, ...] | None = None
+    frame: pd.DataFrame, data: DashboardData, sel: Selection, gpus: tuple[str, ...] | None = None,
+    index: RowIndex | None = None,
 ) -> pd.DataFrame:
-    """Rows of a measurement or comparison frame inside the selection (GPUs default to the primary one)."""
+    """Rows of a measurement or comparison frame inside the selection (GPUs default to the primary one); `index`:
+    the frame's row index (Frames.rows), which spares testing every row."""
     if frame.empty:
         return frame
-    mask = _isin(frame, "gpu_key", gpus if gpus is not None else (sel.primary,))
+    frame, mask = _cut(frame, data, sel, gpus if gpus is not None else (sel.primary,), index, shape_pairs(data, sel))
     mask &= _isin(frame, "scheme", sel.schemes)
     if sel.kernels:
         mask &= _isin(frame, "kernel", sel.kernels)
     m = frame["M"].to_numpy()
     mask &= (m >= sel.m_lo) & (m <= sel.m_hi)
     mask &= (frame["mode"] == sel.mode).to_numpy(dtype=bool)
-    mask &= _pair_mask(frame, shape_pairs(data, sel))
     return frame[mask]
 
 
@@ -267,11 +288,10 @@ def select_predicted(data: DashboardData, sel: Selection, gpu: str, schemes: tup
     pred = data.predictions
     if pred.empty:
         return pred
-    mask = np.array(pred["gpu_key"] == gpu, dtype=bool)
+    pred, mask = _cut(pred, data, sel, (gpu,), data.prediction_rows, shape_pairs(data, sel))
     mask &= _isin(pred, "scheme", schemes if schemes is not None else sel.schemes)
     m = pred["M"].to_numpy()
     mask &= (m >= sel.m_lo) & (m <= sel.m_hi)
-    mask &= _pair_mask(pred, shape_pairs(data, sel))
     return pred[mask]
 
 

@@ -156,7 +156,7 @@ def table_rows(
     data: DashboardData, frames: Frames, sel: Selection, filter_query: str | None, sort_by: list[dict] | None
 ) -> TableRows:
     """Comparison rows of every selected GPU in the selection; prediction rows when none of them was measured."""
-    raw = select_measured(frames.comparison, data, sel, sel.gpus)
+    raw = select_measured(frames.comparison, data, sel, sel.gpus, frames.rows("comparison"))
     columns, source = MEASURED_COLUMNS, "measured"
     if raw.empty:
         parts = [select_predicted(data, sel, gpu) for gpu in sel.gpus]

@@ -86,6 +86,15 @@ def shown_measured(frame: pd.DataFrame, sel: Selection) -> pd.DataFrame:
     return best_per_scheme(frame)
 
 
+def measured_rows(data: DashboardData, frames: Frames, sel: Selection, gpu: str) -> pd.DataFrame:
+    """`shown_measured(select_measured(frames.latest, data, sel, (gpu,)), sel)`, the best kernels read from
+    `frames.best`: a point's keys (GPU, scheme, N, K, M, mode) are all selection keys, so the best rows of a selection
+    are the selection of the best rows."""
+    if sel.best and not sel.kernels:
+        return select_measured(frames.best, data, sel, (gpu,), frames.rows("best")).reset_index(drop=True)
+    return select_measured(frames.latest, data, sel, (gpu,), frames.rows("latest"))
+
+
 def predicted_rows(data: DashboardData, frames: Frames, sel: Selection, gpu: str, tier: str, schemes=None):
     """Prediction rows for the curves: the grid when it carries the tier's column, else (a per-kernel tier such as
     the kernel-aware one) the drawn kernels' own predictions at their measured points."""
@@ -93,13 +102,12 @@ def predicted_rows(data: DashboardData, frames: Frames, sel: Selection, gpu: str
     pred = select_predicted(data, sel, gpu, schemes)
     if col in pred.columns:
         return pred
-    pool = replace(sel, schemes=tuple(schemes or sel.schemes))
-    return shown_measured(select_measured(frames.latest, data, pool, (gpu,)), pool)
+    return measured_rows(data, frames, replace(sel, schemes=tuple(schemes or sel.schemes)), gpu)
 
 
 def _roofline_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str) -> dict[str, Any]:
     tier = effective_tier(data, gpu, sel.tier)
-    measured = shown_measured(select_measured(frames.latest, data, sel, (gpu,)), sel)
+    measured = measured_rows(data, frames, sel, gpu)
     roofs = pd.concat([ceilings(data, gpu, sel.schemes, tier), kernel_ceilings(measured)], ignore_index=True)
     return {
         "ceilings": roofs,
@@ -194,7 +202,7 @@ def time_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str) ->
     pred = predicted_rows(data, frames, sel, gpu, tier)
     pred = pred.groupby(["scheme", "M"], observed=True, as_index=False)[TIER_COLUMNS[tier]].median()
     predicted = pd.DataFrame({"scheme": pred["scheme"].astype(str), "M": pred["M"], "time_s": pred[TIER_COLUMNS[tier]]})
-    cmp = shown_measured(select_measured(frames.latest, data, sel, (gpu,)), sel)
+    cmp = measured_rows(data, frames, sel, gpu)
     measured = pd.DataFrame(
         {
             "kernel": cmp["kernel"].astype(str),
@@ -265,7 +273,7 @@ def _speedup_table(data: DashboardData, frames: Frames, sel: Selection, gpu: str
     from workbench.analysis.speedup import pair_speedups, speedups
 
     everything = replace(sel, schemes=tuple(str(x) for x in frames.latest["scheme"].unique()), kernels=())
-    pool = select_measured(frames.latest, data, everything, (gpu,))
+    pool = select_measured(frames.latest, data, everything, (gpu,), frames.rows("latest"))
     if pool.empty:
         return None
     try:
@@ -383,7 +391,7 @@ def error_view(data: DashboardData, frames: Frames, sel: Selection):
     """predicted / measured per kernel × batch (median over the selected shapes) for the primary GPU."""
     gpu = sel.primary
     tier = effective_tier(data, gpu, sel.tier, frames.latest)
-    cmp = select_measured(frames.latest, data, sel, (gpu,))
+    cmp = select_measured(frames.latest, data, sel, (gpu,), frames.rows("latest"))
     ratio = (cmp[f"ratio_{tier}"] if f"ratio_{tier}" in cmp.columns
              else cmp[TIER_COLUMNS[tier]] / cmp["time_measured_s"])  # fmt: skip
     frame = pd.DataFrame(
@@ -397,7 +405,7 @@ def error_view(data: DashboardData, frames: Frames, sel: Selection):
 
 
 def clocks_view(data: DashboardData, frames: Frames, sel: Selection):
-    measured = select_measured(frames.measurements, data, sel, (sel.primary,))
+    measured = select_measured(frames.measurements, data, sel, (sel.primary,), frames.rows("measurements"))
     return fig_diagnostics.clocks_figure(measured, title=_title(data, sel.primary, "Clocks and power", sel))
 
 

@@ -6,6 +6,7 @@ Same contract as `views`: (data, session frames, selection) -> Plotly figure.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pandas as pd
 
@@ -18,6 +19,7 @@ from workbench.interfaces.dashboard.views import (
     _rollup_measured,
     _rollup_predicted,
     _title,
+    measured_rows,
     shown_measured,
 )
 
@@ -30,11 +32,31 @@ def _model_of(data: DashboardData, sel: Selection) -> tuple[str, str]:
     return model, f"shape box holds one layer ({sel.shape}); showing {model} — pick a model there to change it"
 
 
+def _layer_predictions(data: DashboardData, model: Any, gpu: str, schemes: tuple[str, ...],
+                       batch: int) -> dict[str, pd.DataFrame]:
+    """scheme -> models.roofline.predict of the model's layers at `batch`, for each scheme the accounting accepts:
+    one call for all of them (predict is row by row, so each scheme's rows are what a call of its own gives), one
+    call per scheme when a scheme is refused."""
+    from models.rollup import model_points
+    from models.roofline import predict
+
+    try:
+        pred = predict(model_points(model, [gpu], list(schemes), [batch]), data.calibrations or None)
+        return {s: pred[pred["scheme"] == s] for s in schemes}
+    except InputError:
+        pass
+    out = {}
+    for scheme in schemes:
+        try:
+            out[scheme] = predict(model_points(model, [gpu], [scheme], [batch]), data.calibrations or None)
+        except InputError:
+            continue
+    return out
+
+
 def layer_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str, batch: int) -> pd.DataFrame:
     """(scheme, source, layer, time_s): count × time of each linear layer in one decode step at `batch`, predicted
     (the drawn tier) and measured (the fastest kernel of the scheme measured on that layer's shape)."""
-    from models.rollup import model_points
-    from models.roofline import predict
     from models.workloads import get_model
     from workbench.analysis.model_tier import model_layers_kernel_tier
 
@@ -49,25 +71,25 @@ def layer_parts(data: DashboardData, frames: Frames, sel: Selection, gpu: str, b
             data.kernel_layers[key] = model_layers_kernel_tier(sel.model, gpu, list(sel.schemes), [batch],
                                                                data.calibrations, data.params)  # fmt: skip
         layers = data.kernel_layers[key]
-        rows += [{"scheme": r.scheme, "source": "predicted", "layer": r.layer, "time_s": r.time_s}
-                 for r in layers.itertuples(index=False)]
-    for scheme in sel.schemes if tier != "kernel" else ():
-        try:
-            pred = predict(model_points(model, [gpu], [scheme], [batch]), data.calibrations or None)
-        except InputError:
-            continue
-        for layer, part in pred.groupby("layer", sort=False):
-            t = float((part[TIER_COLUMNS[tier]] * part["instances"]).sum())
-            rows.append({"scheme": scheme, "source": "predicted", "layer": str(layer), "time_s": t})
-    measured = shown_measured(select_measured(frames.latest, data, replace(sel, m_lo=batch, m_hi=batch), (gpu,)),
-                              replace(sel, kernels=(), best=True))  # fmt: skip
+        rows += [{"scheme": scheme, "source": "predicted", "layer": layer, "time_s": t}
+                 for scheme, layer, t in zip(layers["scheme"], layers["layer"], layers["time_s"], strict=True)]
+    predicted = _layer_predictions(data, model, gpu, sel.schemes, batch) if tier != "kernel" else {}
+    for scheme, pred in predicted.items():  # one row per layer: a model's layer names are unique (models.workloads)
+        times = pred[TIER_COLUMNS[tier]].to_numpy(dtype=float) * pred["instances"].to_numpy(dtype=float)
+        rows += [{"scheme": scheme, "source": "predicted", "layer": str(layer), "time_s": float(t)}
+                 for layer, t in zip(pred["layer"], times, strict=True)]  # fmt: skip
+    pick = replace(sel, m_lo=batch, m_hi=batch, best=True)  # the fastest kernel of each scheme
+    if sel.kernels:  # of the chosen kernels
+        chosen = select_measured(frames.latest, data, pick, (gpu,), frames.rows("latest"))
+        measured = shown_measured(chosen, replace(pick, kernels=()))
+    else:
+        measured = measured_rows(data, frames, pick, gpu)
     for layer in model.layers:
         if layer.experts > 1:
             continue
         hit = measured[(measured["N"] == layer.N) & (measured["K"] == layer.K)]
-        for row in hit.itertuples(index=False):
-            rows.append({"scheme": str(row.scheme), "source": "measured", "layer": layer.name,
-                         "time_s": layer.count * float(row.time_measured_s)})  # fmt: skip
+        rows += [{"scheme": str(scheme), "source": "measured", "layer": layer.name, "time_s": layer.count * float(t)}
+                 for scheme, t in zip(hit["scheme"], hit["time_measured_s"], strict=True)]  # fmt: skip
     return pd.DataFrame(rows, columns=["scheme", "source", "layer", "time_s"])
 
 
@@ -127,7 +149,7 @@ def attribution_view(data: DashboardData, frames: Frames, sel: Selection):
         return style.empty_figure("Attribution is per kernel call: pick an N×K shape in the shape box.", title)
     if not all(c in cmp.columns for c in fig_breakdown.ATTRIBUTION_COLUMNS):
         return style.empty_figure(f"Attribution: {NO_ATTRIBUTION}.", title)
-    measured = shown_measured(select_measured(cmp, data, sel, (gpu,)), sel)
+    measured = measured_rows(data, frames, sel, gpu)
     measured = measured.dropna(subset=list(fig_breakdown.ATTRIBUTION_COLUMNS), how="all")
     if measured.empty:
         return style.empty_figure(f"Attribution: {NO_ATTRIBUTION} for this selection.", title)

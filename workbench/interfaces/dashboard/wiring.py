@@ -35,6 +35,18 @@ function(slider, lo, hi) {
     return [same ? nu : s, l === lo ? nu : l, h === hi ? nu : h];
 }
 """
+# GPUs -> the primary GPU box: the selected GPUs (queries.make_selection's rule: unknown ones dropped, none left: the
+# default ones), its value kept while still selected, else the first selected GPU. In the browser: the main callback
+# reads the primary GPU, so a server callback here held it back for a round trip on every GPU change.
+PRIMARY_JS = """
+function(gpus, primary) {
+    const labels = new Map(%(labels)s), nu = window.dash_clientside.no_update;
+    let chosen = Array.isArray(gpus) ? [...new Set(gpus.filter(g => labels.has(g)))] : [];
+    if (!chosen.length) { chosen = %(fallback)s; }
+    const value = chosen.includes(primary) ? primary : (chosen.length ? chosen[0] : null);
+    return [chosen.map(g => ({label: labels.get(g), value: g})), value === primary ? nu : value];
+}
+"""
 # Tab -> the open pane (only the pane that closes and the one that opens change class) and the open view the main
 # callback draws; a grid view's first visit loads AG Grid's bundle first (factory.lazy_grid_bundle keeps it off the
 # page until then), so the grid the main callback mounts can render.
@@ -167,12 +179,12 @@ def wire(app: Any, state: cb.AppState, guard: Any, grid_bundle: tuple[str, str])
     def _options(tokens: Any) -> Any:
         return cb.options(state, tokens)
 
-    @app.callback(Output(ids.PRIMARY, "options"), Output(ids.PRIMARY, "value"), Input(ids.GPUS, "value"),
-                  State(ids.PRIMARY, "value"), prevent_initial_call=True)  # fmt: skip
-    @safe
-    def _primary(gpus: Any, primary: Any) -> Any:
-        opts, value = cb.primary_choice(state, gpus, primary)
-        return opts, (no_update if value == primary else value)
+    labels, fallback = cb.primary_choices(state)
+    app.clientside_callback(
+        PRIMARY_JS % {"labels": json.dumps(list(labels.items())), "fallback": json.dumps(list(fallback))},
+        Output(ids.PRIMARY, "options"), Output(ids.PRIMARY, "value"), Input(ids.GPUS, "value"),
+        State(ids.PRIMARY, "value"), prevent_initial_call=True,
+    )  # fmt: skip
 
     @app.callback(Output(ids.DOWNLOAD, "data"), Input(ids.DOWNLOAD_BUTTON, "n_clicks"),
                   *[State(c, "value") for c in cb.CONTROLS], State(ids.UPLOAD_STORE, "data"),
