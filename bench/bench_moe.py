@@ -16,6 +16,7 @@ batch B: one routing drawn with seed 0 (models.moe.draw), then
                      already gathered; each expert's rows padded to a multiple of 8 only if torch refuses them bare);
   --silu             bf16 gate+up also as grouped_bf16_tc_silu (SiLU·mul in the epilogue, N / 2 out) and
                      grouped_bf16_tc+silu_mul (the GEMM, then the elementwise silu_mul_bf16 kernel);
+  grouped_bf16_wg    bf16, sm_90 only: the wgmma grouped GEMM (grouped_wg.cu; --no-wg leaves it out);
   --fp8-mma          fp8 also as grouped_fp8_tc_e4m3mma: the e4m3 mma.sync m16n8k32 itself (config f16=False), not
                      the fragments converted to fp16 once for the f16 mma (the default, as fp8_tc_gemv);
   torch_scaled_mm    fp8: a loop of torch._scaled_mm over the touched experts on the same e4m3 codes (unpacked to
@@ -200,6 +201,8 @@ def main() -> None:
     ap.add_argument("--kernels", default="", help="only these of ours (comma list; default: all)")
     ap.add_argument("--silu", action="store_true", help="bf16 gate+up: the fused SiLU·mul kernel and the unfused pair")
     ap.add_argument("--fp8-mma", action="store_true", help="fp8: also the e4m3 mma.sync variant (f16=False)")
+    ap.add_argument("--no-wg", dest="wg", action="store_false",
+                    help="bf16: leave out grouped_bf16_wg (the wgmma kernel; sm_90 only, else left out anyway)")
     args = ap.parse_args()
 
     import cupy as cp
@@ -223,6 +226,7 @@ def main() -> None:
     except ImportError:
         torch, has_grouped_mm = None, False
     peers = set() if args.no_peers else set(filter(None, args.peers.split(",")))
+    args.wg = args.wg and int(dev.compute_capability) == 90
     plan = _plan(args, peers, torch, has_grouped_mm)
     _prewarm(plan, args)
     rows: list[dict[str, Any]] = []
@@ -296,6 +300,9 @@ def _plan(args: Any, peers: set[str], torch: Any, has_grouped_mm: bool) -> list[
                     silu[-1].name = "grouped_fp8_tc_e4m3mma"
                 for r in silu:
                     r._weights = tc._weights  # the same random tiles: one copy of the experts
+                if scheme == "bf16" and ours is not None and args.wg:
+                    silu.append(make("grouped_bf16_wg"))
+                    silu[-1]._weights = ours._weights  # plain rows, as the CUDA-core kernel's
                 runners: list[Any] = [r for r in (tc, ours, *silu)
                                       if r is not None and (not wanted or r.name in wanted)]
                 if torch is not None and scheme == "bf16" and ours is not None:
@@ -312,9 +319,8 @@ def _prewarm(plan: list[tuple[Any, ...]], args: Any) -> None:
     """Compile every launch configuration of our kernels the run needs, in parallel processes, before timing."""
     from kernels.toolchain import build
 
-    jobs = {(r.source, grouped.ENTRY[(r.kernel, r.gather)], build.device_arch(), r.launch_config(B, N, K).options())
-            for _, _, N, K, _, _, _, _, _, runners in plan for r in runners if isinstance(r, grouped.GroupedRunner)
-            for B in map(int, args.batches.split(","))}
+    jobs = {r.compile_job(B, N, K) for _, _, N, K, _, _, _, _, _, runners in plan for r in runners
+            if isinstance(r, grouped.GroupedRunner) for B in map(int, args.batches.split(","))}
     t0 = time.perf_counter()
     n, errors = build.prewarm(sorted(jobs))
     print(f"prewarm: {n} of {len(jobs)} configurations compiled in {time.perf_counter() - t0:.1f} s", *errors,
@@ -337,21 +343,18 @@ def _print(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         table.setdefault(key(r), {"touched": r["touched"], "busiest": r["busiest"], "read": r["read_s"]})[
             r["kernel"]] = r.get("time_s", math.nan)
-    print("ours: the faster of our grouped kernels of the scheme (tensor-core tc or CUDA-core cc); loop: torch_loop "
-          "(bf16) or torch_scaled_mm (fp8)")
+    print("ours: the fastest of our grouped kernels of the scheme (tensor-core tc, CUDA-core cc, wgmma wg); loop: "
+          "torch_loop (bf16) or torch_scaled_mm (fp8)")
     print(f"{'model':14} {'layer':7} {'sch':5} {'B':>3} {'tch':>4} {'max':>3} {'read us':>8} {'tc us':>8} "
-          f"{'cc us':>8} {'/read':>5} {'loop us':>8} {'gmm us':>8} {'loop/o':>6} {'gmm/o':>6}")
+          f"{'cc us':>8} {'wg us':>8} {'/read':>5} {'loop us':>8} {'gmm us':>8} {'loop/o':>6} {'gmm/o':>6}")
     for (model, layer, scheme, B), v in table.items():
-        tc, cc = v.get(f"grouped_{scheme}_tc", math.nan), v.get(f"grouped_{scheme}", math.nan)
-        o = min(tc, cc) if math.isfinite(tc) and math.isfinite(cc) else cc if math.isfinite(cc) else tc
+        tc, cc, wg = (v.get(f"grouped_{scheme}{s}", math.nan) for s in ("_tc", "", "_wg"))
+        o = min((t for t in (tc, cc, wg) if math.isfinite(t)), default=math.nan)
         lp, gm = v.get("torch_loop", v.get("torch_scaled_mm", math.nan)), v.get("torch_grouped_mm", math.nan)
         print(f"{model:14} {layer:7} {scheme:5} {B:>3} {v['touched']:>4} {v['busiest']:>3} {v['read'] * 1e6:>8.1f} "
-              f"{tc * 1e6:>8.1f} {cc * 1e6:>8.1f} {o / v['read']:>5.2f} {lp * 1e6:>8.1f} {gm * 1e6:>8.1f} "
-              f"{lp / o:>6.2f} {gm / o:>6.2f}")
+              f"{tc * 1e6:>8.1f} {cc * 1e6:>8.1f} {wg * 1e6:>8.1f} {o / v['read']:>5.2f} {lp * 1e6:>8.1f} "
+              f"{gm * 1e6:>8.1f} {lp / o:>6.2f} {gm / o:>6.2f}")
 
-
-if __name__ == "__main__":
-    main()
 
 
 def _print_schemes(rows: list[dict[str, Any]]) -> None:
@@ -381,3 +384,7 @@ def _print_silu(rows: list[dict[str, Any]]) -> None:
     for (model, B), v in t.items():
         g, u, f = (v.get(k, math.nan) for k in ("grouped_bf16_tc", "grouped_bf16_tc+silu_mul", "grouped_bf16_tc_silu"))
         print(f"{model:14} {B:>3} {g * 1e6:>8.1f} {u * 1e6:>8.1f} {f * 1e6:>8.1f} {u / f:>13.2f}")
+
+
+if __name__ == "__main__":
+    main()

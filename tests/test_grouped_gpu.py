@@ -1,9 +1,11 @@
-"""The grouped MoE GEMV kernels (kernels/grouped/grouped.py, grouped_gemv.cu) on the GPU (pytest -m gpu).
+"""The grouped MoE kernels (kernels/grouped/grouped.py and its .cu files) on the GPU (pytest -m gpu).
 
 Float64 checks on poisoned outputs: rel = ||y - ref|| / ||ref|| against the float64 product of the dequantized expert
 weights and the bf16/fp16 activations. bf16: exact products, fp32 sums, bf16 output (2^-9): tolerance 4e-3. W4A16:
 half2 sums over 32 weights (|q - z| <= 15) then fp32 (CUDA cores), or fp32 mma sums per group (tensor cores), fp16
-output: tolerance 4e-3. FP8 (grouped_fp8_tc): e4m3 x e4m3 products exact in fp16 (converted once, f16 mma) or the
+output: tolerance 4e-3. grouped_bf16_wg (wgmma, sm_90 only: skipped elsewhere): bf16 products, fp32 sums, bf16
+output, the same tolerance; its cases add every wgmma width (16-128 rows a pass), several passes of one expert and
+its launch configurations. FP8 (grouped_fp8_tc): e4m3 x e4m3 products exact in fp16 (converted once, f16 mma) or the
 e4m3 mma, fp32 sums, per-token x per-expert fp32 scales, fp16 output: the same tolerance (the reference dequantizes the
 e4m3 activations the kernel reads, so quantization error is not counted). Cases: experts with no rows, every
 token on one expert (more rows than a pass holds), batch 1..256, the gather and routed-order inputs, a skewed routing,
@@ -29,8 +31,18 @@ def _device(cp):
     """Every test here needs CuPy and a CUDA device (conftest's `cp` skips cleanly without)."""
 
 
+def _n(kernel: str, N: int) -> int:
+    """N for a kernel: the wgmma kernel's tiles are 64 channels wide (the others' 16), so N rounds up to 64."""
+    return -(-N // 64) * 64 if kernel in grouped.WG_KERNELS else N
+
+
 def _check(kernel: str, B: int, N: int, K: int, E: int, k: int, routing: str = "uniform", gather: bool = True,
            seed: int = 0, **config) -> tuple[float, grouped.Routed]:
+    if kernel in grouped.WG_KERNELS:
+        import cupy as cp
+
+        if int(cp.cuda.Device().compute_capability) != 90:
+            pytest.skip(f"{kernel} runs on sm_90 only (wgmma, sm_90a)")
     r = grouped.GroupedRunner(kernel, E, k, routing, routing_seed=seed, gather=gather, **config)
     p = r.make(B, N, K, seed=seed, reference=True)
     poison(p.out)
@@ -42,7 +54,7 @@ def _check(kernel: str, B: int, N: int, K: int, E: int, k: int, routing: str = "
 @pytest.mark.parametrize("kernel", list(grouped.KERNELS))
 @pytest.mark.parametrize("B", [1, 2, 3, 5, 8, 16, 33, 64, 256])
 def test_batches(kernel, B):
-    err, routed = _check(kernel, B, 96, 256, 16, 4)
+    err, routed = _check(kernel, B, _n(kernel, 96), 256, 16, 4)
     assert err < TOL, (kernel, B, err)
     if B <= 2:
         assert (routed.counts == 0).any()  # experts with no rows are skipped
@@ -58,7 +70,7 @@ def test_every_token_on_one_expert(tmp_path, kernel):
 
 @pytest.mark.parametrize("kernel", list(grouped.KERNELS))
 def test_routed_order_input_and_skewed_routing(kernel):
-    err, _ = _check(kernel, 32, 208, 384, 12, 3, routing="zipf:1.2", gather=False, seed=4)
+    err, _ = _check(kernel, 32, _n(kernel, 208), 384, 12, 3, routing="zipf:1.2", gather=False, seed=4)
     assert err < TOL
 
 
@@ -102,6 +114,25 @@ def test_silu_mul_fused_and_separate(B):
     assert _check("grouped_bf16_tc_silu", B, 208, 384, 12, 3, gather=False, tiles=2)[0] < TOL
 
 
+@pytest.mark.parametrize("cfg", [{"bm_max": 64}, {"bm_max": 128}, {"wg": 2}, {"stages": 3},
+                                 {"bm_max": 64, "stages": 8}, {"bm_max": 128, "wg": 2, "stages": 6}])
+@pytest.mark.parametrize("B", [3, 40, 200])
+def test_wg_configs(cfg, B):
+    # N = 192: 3 tiles of one warpgroup (the default where N % 128 != 0), 256 with two; 10 k-tiles of 64; B = 200,
+    # k = 2 over 6 experts: ~67 rows an expert (n128 items, or two passes at bm_max 64); B = 40: n16 / n32 items
+    err, _ = _check("grouped_bf16_wg", B, 256 if cfg.get("wg") == 2 else 192, 640, 6, 2, **cfg)
+    assert err < TOL
+
+
+@pytest.mark.parametrize("B, bm_max", [(100, 64), (300, 128), (17, 64), (129, 128)])
+def test_wg_passes_of_one_expert(tmp_path, B, bm_max):
+    # every token on one expert: ceil(B / bm_max) passes of it, the last one narrower (17 rows: n32; 129: one row)
+    h = tmp_path / "one.txt"
+    h.write_text("0 1000 0 0")
+    err, routed = _check("grouped_bf16_wg", B, 256, 384, 4, 1, routing=str(h), bm_max=bm_max)
+    assert routed.counts.tolist() == [0, B, 0, 0] and err < TOL
+
+
 def test_fp8_scales_are_per_expert_and_per_token():
     r = grouped.GroupedRunner("grouped_fp8_tc", 4, 2, "uniform", routing_seed=1)
     p = r.make(16, 64, 128, seed=1, reference=True)
@@ -138,4 +169,6 @@ def test_refusals():
         grouped.check("grouped_bf16", 1, 64, 128, 4, 8)
     with pytest.raises(InputError, match="N divisible by 16 and K by 64"):
         grouped.check("grouped_bf16_tc", 1, 72, 128, 4, 2)
+    with pytest.raises(InputError, match="N divisible by 64 and K by 64"):
+        grouped.check("grouped_bf16_wg", 1, 96, 128, 4, 2)
     assert np.isfinite(grouped.expert_bytes("w4a16", 64, 128))

@@ -1,6 +1,7 @@
-"""Grouped GEMV-class kernels for MoE decode: every expert of one layer in one launch (`KERNELS`: on the tensor cores,
-grouped_tc.cu, grouped_w4_tc.cu and grouped_q8_tc.cu, the bench's choice; on CUDA cores, grouped_gemv.cu).
-`grouped_bf16_tc_silu` is
+"""Grouped kernels for MoE decode: every expert of one layer in one launch (`KERNELS`). GEMV-class on the tensor
+cores: grouped_tc.cu, grouped_w4_tc.cu and grouped_q8_tc.cu (mma.sync, weights from global memory into fragments);
+on CUDA cores, grouped_gemv.cu; `grouped_bf16_wg` (grouped_wg.cu, sm_90a only) a wgmma GEMM whose width follows each
+expert's rows, for the batches where experts get tens of rows (`choose_wg_config`). `grouped_bf16_tc_silu` is
 grouped_bf16_tc on a gate+up layer with silu(gate) * up in its epilogue (output N / 2 wide); `GroupedRunner(...,
 separate_silu=True)` the unfused pair it is measured against. docs/moe.md has the numbers.
 
@@ -48,16 +49,20 @@ KERNELS = {"grouped_bf16": ("bf16", "grouped_gemv.cu", False), "grouped_bf16_tc"
            "grouped_w4a16": ("w4a16", "grouped_gemv.cu", False),
            "grouped_w4a16_tc": ("w4a16", "grouped_w4_tc.cu", True),
            "grouped_fp8_tc": ("fp8", "grouped_q8_tc.cu", True),
-           "grouped_bf16_tc_silu": ("bf16", "grouped_tc.cu", True)}
+           "grouped_bf16_tc_silu": ("bf16", "grouped_tc.cu", True),
+           "grouped_bf16_wg": ("bf16", "grouped_wg.cu", True)}
 # gate+up with SiLU·mul fused into the epilogue (TCF_SILU): output silu(gate) * up, N / 2 wide (grouped_tc.cu)
 SILU_KERNELS = ("grouped_bf16_tc_silu",)
-MIN_CC = {"grouped_fp8_tc": 89}  # cvt.rn.f16x2.e4m3x2 and the e4m3 mma.sync (sm_89); the others: sm_80
+MIN_CC = {"grouped_fp8_tc": 89, "grouped_bf16_wg": 90}  # e4m3 cvt and mma.sync (sm_89); wgmma; the others: sm_80
+MAX_CC = {"grouped_bf16_wg": 90}  # the sm_90a target runs on compute capability 9.0 only
+WG_KERNELS = ("grouped_bf16_wg",)
 ENTRY = {("grouped_bf16", True): "grouped_gemv_bf16", ("grouped_bf16", False): "grouped_gemv_bf16",
          ("grouped_bf16_tc", True): "grouped_f16_tc", ("grouped_bf16_tc", False): "grouped_f16_tc",
          ("grouped_w4a16", True): "grouped_gemv_w4a16", ("grouped_w4a16", False): "grouped_gemv_w4a16_routed",
          ("grouped_w4a16_tc", True): "grouped_w4a16_tc", ("grouped_w4a16_tc", False): "grouped_w4a16_tc",
          ("grouped_fp8_tc", True): "grouped_fp8_tc", ("grouped_fp8_tc", False): "grouped_fp8_tc",
-         ("grouped_bf16_tc_silu", True): "grouped_f16_tc", ("grouped_bf16_tc_silu", False): "grouped_f16_tc"}
+         ("grouped_bf16_tc_silu", True): "grouped_f16_tc", ("grouped_bf16_tc_silu", False): "grouped_f16_tc",
+         ("grouped_bf16_wg", True): "grouped_wg_bf16", ("grouped_bf16_wg", False): "grouped_wg_bf16"}
 MB_BINS = (1, 2, 4, 8, 16)
 MAX_EXPERTS = 1024  # GROUPED_MAX_E: the touched-expert list each CTA keeps in shared memory
 G = 128
@@ -175,13 +180,52 @@ def choose_config(scheme: str, batch: int, K: int, experts: int, top_k: int, **o
     return Config(**{**cfg.__dict__, **override})
 
 
+WG_SLOTS = 2048  # GWG_MAX_SLOTS: the (expert, pass) slot table each CTA keeps in shared memory
+WG_SMEM = 227 * 1024 - 8 * 1024 - 1024  # dynamic shared memory beside the slot table and the stages' 1 KB alignment
+
+
+@dataclass(frozen=True)
+class WgConfig:
+    """grouped_wg.cu's template: rows per pass at most (64 or 128; the wgmma width of an item is the smallest of 16,
+    32, 64, 128 holding its rows), warpgroups (64 channels each), pipeline stages, bytes of K per stage."""
+
+    bm_max: int
+    wg: int = 2
+    stages: int = 6
+    kt: int = 128
+
+    def smem_bytes(self) -> int:
+        return self.stages * (64 * self.wg + self.bm_max) * self.kt + 1024
+
+    def expression(self) -> str:
+        return f"grouped_wg_bf16<{self.bm_max}, {self.wg}, {self.stages}, {self.kt}>"
+
+
+def choose_wg_config(batch: int, N: int, experts: int, top_k: int, **override: Any) -> WgConfig:
+    """Passes of up to 64 rows where uniform routing's busiest expert has at most 64 (one pass for almost every
+    expert), else 128; 128-channel tiles (2 warpgroups) where N allows; as many stages as the shared memory holds,
+    up to 8."""
+    shape = {"bm_max": 64 if busiest_rows(batch, experts, top_k) <= 64 else 128, "wg": 2 if N % 128 == 0 else 1,
+             "kt": 128}
+    shape.update({k: v for k, v in override.items() if k in shape})
+    stage = (64 * shape["wg"] + shape["bm_max"]) * shape["kt"]
+    cfg = WgConfig(**{**shape, "stages": min(8, (WG_SMEM - 1024) // stage), **override})
+    if cfg.bm_max not in (64, 128) or cfg.wg not in (1, 2) or cfg.stages < 3 or cfg.kt % 128 \
+            or cfg.smem_bytes() > WG_SMEM + 1024:
+        raise InputError(f"grouped wgmma config {cfg} needs bm_max 64 or 128, 1 or 2 warpgroups, >= 3 stages, a k-tile "
+                         f"of whole 128-byte rows and <= {WG_SMEM + 1024} bytes of shared memory "
+                         f"(it asks {cfg.smem_bytes()})")
+    return cfg
+
+
 def check(kernel: str, batch: int, N: int, K: int, experts: int, top_k: int) -> None:
     """InputError for a problem these kernels refuse, before anything is allocated."""
     if kernel not in KERNELS:
         raise InputError(f"unknown grouped kernel {kernel!r}; valid: {', '.join(KERNELS)}")
     scheme, _, tc = KERNELS[kernel]
-    if tc and (N % 16 or K % 64):  # the SiLU·mul kernel's N: gate and up, 8 channels of each per 16-row tile
-        raise InputError(f"{kernel} needs N divisible by 16 and K by 64, got N={N}, K={K}")
+    if tc and (N % (64 if kernel in WG_KERNELS else 16) or K % 64):  # SiLU·mul: 8 gate + 8 up channels per tile
+        raise InputError(f"{kernel} needs N divisible by {64 if kernel in WG_KERNELS else 16} and K by 64, "
+                         f"got N={N}, K={K}")
     if min(batch, N, K, experts, top_k) < 1 or top_k > experts:
         raise InputError(f"grouped GEMV needs B, N, K >= 1 and 1 <= top-k <= E, got B={batch}, N={N}, K={K}, "
                          f"E={experts}, top-k={top_k}")
@@ -190,6 +234,9 @@ def check(kernel: str, batch: int, N: int, K: int, experts: int, top_k: int) -> 
         raise InputError(f"grouped {scheme} needs K divisible by {G if scheme == 'w4a16' else mult}, got K={K}")
     if experts > MAX_EXPERTS:
         raise InputError(f"grouped kernels take at most {MAX_EXPERTS} experts, got E={experts}")
+    if kernel in WG_KERNELS and experts + -(-batch * top_k // 64) > WG_SLOTS:
+        raise InputError(f"{kernel} takes at most {WG_SLOTS} passes of 64 rows over the experts, got E={experts}, "
+                         f"B*k={batch * top_k}")
     if experts * N * K >= 2**31 * 8:
         raise InputError(f"grouped {scheme}: E*N*K={experts * N * K} is too large for the kernel's indexing")
 
@@ -231,7 +278,8 @@ def routed(batch: int, experts: int, top_k: int, routing: Routing | str | None, 
 
 class GroupedRunner:
     """Runner protocol (M = batch) of one grouped kernel (KERNELS) on one MoE layer (E, top_k, routing, seed).
-    `separate_silu` (grouped_bf16_tc only): the unfused gate+up + SiLU·mul, the GEMM then grouped_tc.cu's elementwise
+    `config` overrides the kernel's launch configuration (TcConfig, Config or WgConfig fields). `separate_silu`
+    (grouped_bf16_tc only): the unfused gate+up + SiLU·mul, the GEMM then grouped_tc.cu's elementwise
     silu_mul_bf16 in the same launch function (named grouped_bf16_tc+silu_mul)."""
 
     def __init__(self, kernel: str, experts: int, top_k: int, routing: Routing | str | None = None,
@@ -278,14 +326,22 @@ class GroupedRunner:
         rows, offsets = cp.asarray(r.rows), cp.asarray(r.offsets)
         w = self.weights(N, K)
         cfg = self.launch_config(M, N, K)
-        func = build.function(self.source, ENTRY[(self.kernel, self.gather)], cfg.options())
-        threads = cfg.warps * 32
-        tiles = -(-N // 16) if self.tc else -(-N // cfg.rw)
-        items = min(self.experts, M * self.top_k) * tiles  # the most (touched expert, tile) items
-        smem = int(getattr(func, "shared_size_bytes", 0) or 0)
-        per_sm = min(resident_blocks(func, threads), max(1, (227 * 1024) // (smem + 1024)))
-        grid = min(items, per_sm * device_sms())
-        if self.scheme == "bf16":  # both bf16 kernels take the same arguments
+        source, entry, arch, options = self.compile_job(M, N, K)
+        if isinstance(cfg, WgConfig):
+            func = build.arch_function(source, entry, arch, options)
+            func.max_dynamic_shared_size_bytes = cfg.smem_bytes()
+            threads, dyn = cfg.wg * 128, cfg.smem_bytes()
+            slots = min(self.experts, M * self.top_k) + -(-M * self.top_k // cfg.bm_max)  # the most pass slots
+            grid = min(slots * (N // (64 * cfg.wg)), device_sms())
+        else:
+            func = build.function(source, entry, options)
+            threads, dyn = cfg.warps * 32, 0
+            tiles = -(-N // 16) if self.tc else -(-N // cfg.rw)
+            items = min(self.experts, M * self.top_k) * tiles  # the most (touched expert, tile) items
+            smem = int(getattr(func, "shared_size_bytes", 0) or 0)
+            per_sm = min(resident_blocks(func, threads), max(1, (227 * 1024) // (smem + 1024)))
+            grid = min(items, per_sm * device_sms())
+        if self.scheme == "bf16":  # the bf16 kernels take the same arguments
             args = (w[0], x, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K),
                     np.int32(int(self.gather)))
         elif self.scheme == "fp8":
@@ -296,7 +352,7 @@ class GroupedRunner:
             args = (w[0], w[1], x, y, rows, offsets, np.int32(self.experts), np.int32(N), np.int32(K), last)
 
         def launch() -> None:
-            func((grid,), (threads,), args)
+            func((grid,), (threads,), args, shared_mem=dyn)
 
         if self.separate:  # then silu(y[:, :N/2]) * y[:, N/2:] by a second kernel, out N / 2 wide
             gemm, out = launch, cp.empty((R, N // 2), dtype=xdt)
@@ -316,7 +372,16 @@ class GroupedRunner:
                   "config": cfg, "grid": grid}
         return Problem(M=M, N=N, K=K, arrays=arrays, out=y, nbytes=touched + moved, ref=ref, bytes=touched + moved)
 
-    def launch_config(self, M: int, N: int, K: int) -> Config | TcConfig:
+    def compile_job(self, M: int, N: int, K: int) -> build.Job:
+        """(source, entry or template instance, arch, options): what `make` compiles for this problem."""
+        cfg = self.launch_config(M, N, K)
+        if isinstance(cfg, WgConfig):
+            return self.source, cfg.expression(), "sm_90a", ()
+        return self.source, ENTRY[(self.kernel, self.gather)], build.device_arch(), cfg.options()
+
+    def launch_config(self, M: int, N: int, K: int) -> Config | TcConfig | WgConfig:
+        if self.kernel in WG_KERNELS:
+            return choose_wg_config(M, N, self.experts, self.top_k, **self.config)
         if self.tc:
             import cupy as cp
 
@@ -349,6 +414,9 @@ class GroupedRunner:
         need, cc = MIN_CC.get(self.kernel, 80), int(cp.cuda.Device().compute_capability)
         if cc < need:
             raise InputError(f"{self.name} needs compute capability {need} or newer (sm_{need}); this GPU is sm_{cc}")
+        if cc > MAX_CC.get(self.kernel, cc):
+            raise InputError(f"{self.name} runs on compute capability {MAX_CC[self.kernel]} only (sm_90a: wgmma); "
+                             f"this GPU is sm_{cc}")
 
     def launch(self, problem: Problem) -> None:
         problem.arrays["launch"]()

@@ -23,8 +23,10 @@ from models.errors import InputError
 from models.moe import Routing, draw, parse_routing
 from workbench.measure.profiler import Point, Shape
 
-# scheme -> the grouped kernel the sweep measures it with (the tensor-core ones: the bench's choice, docs/moe.md)
-SCHEME_KERNELS = {"bf16": "grouped_bf16_tc", "w4a16": "grouped_w4a16_tc", "fp8": "grouped_fp8_tc"}
+# scheme -> the grouped kernels the sweep measures it with (the tensor-core ones, docs/moe.md; bf16 also the wgmma
+# GEMM, which plan leaves out off sm_90)
+SCHEME_KERNELS = {"bf16": ("grouped_bf16_tc", "grouped_bf16_wg"), "w4a16": ("grouped_w4a16_tc",),
+                  "fp8": ("grouped_fp8_tc",)}
 MOE_BATCH_MAX = 4096
 
 
@@ -63,40 +65,40 @@ class MoeSetup:
 def _runner_class() -> type:
     """GroupedRunner with the compile_jobs the sweep's parallel precompile asks runners for (kernel_prep.compile_jobs):
     every launch configuration the planned batches need compiles before the first point, in parallel."""
-    from kernels.grouped.grouped import ENTRY, GroupedRunner
+    from kernels.grouped.grouped import GroupedRunner
     from kernels.toolchain import build
 
     class Runner(GroupedRunner):
         def compile_jobs(self, M: int, N: int, K: int) -> list[build.Job]:
-            cfg = self.launch_config(M, N, K)
-            return [(self.source, ENTRY[(self.kernel, self.gather)], build.device_arch(), cfg.options())]
+            return [self.compile_job(M, N, K)]
 
     return Runner
 
 
 def spec(kernel: str) -> KernelSpec:
     """A KernelSpec for a grouped kernel (they are not in the registry's PROVIDERS: their problems need a setup)."""
-    from kernels.grouped.grouped import ENTRY, KERNELS, MIN_CC
+    from kernels.grouped.grouped import ENTRY, KERNELS, MAX_CC, MIN_CC
 
     if kernel not in KERNELS:
         raise InputError(f"unknown grouped kernel {kernel!r}; valid with --moe: {', '.join(KERNELS)}")
     scheme, source, tc = KERNELS[kernel]
     return KernelSpec(name=kernel, scheme=scheme, backend="nvrtc", role="optimized",
                       runner="workbench.measure.moe_points:runner_factory", m_min=1, m_max=MOE_BATCH_MAX,
-                      min_cc=MIN_CC.get(kernel, 80), source=source, entry=ENTRY[(kernel, True)],
+                      min_cc=MIN_CC.get(kernel, 80), max_cc=MAX_CC.get(kernel), source=source,
+                      entry=ENTRY[(kernel, True)],
                       geometry="persistent grid over (touched expert, row tile) items, one launch per layer")
 
 
 def select(schemes: list[str], kernels: list[str]) -> list[KernelSpec]:
-    """The grouped kernels to run: named ones, else the tensor-core kernel of each scheme (default: all of
-    SCHEME_KERNELS; plan leaves out those the GPU's compute capability cannot run, fp8 below sm_89)."""
+    """The grouped kernels to run: named ones, else the scheme's kernels (default: all of SCHEME_KERNELS; plan
+    leaves out those the GPU's compute capability cannot run: fp8 below sm_89, the wgmma kernel off sm_90)."""
     if kernels:
         specs = [spec(k) for k in kernels]
         return [s for s in specs if not schemes or s.scheme in schemes] or _none(schemes)
     for s in schemes:
         if s not in SCHEME_KERNELS:
             raise InputError(f"--moe measures schemes {', '.join(SCHEME_KERNELS)} (grouped kernels), not {s!r}")
-    return [spec(SCHEME_KERNELS[s]) for s in (schemes or list(SCHEME_KERNELS))]
+    return [spec(k) for s in (schemes or list(SCHEME_KERNELS)) for k in SCHEME_KERNELS[s]]
 
 
 def _none(schemes: list[str]) -> list[KernelSpec]:
