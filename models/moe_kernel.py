@@ -12,7 +12,10 @@ expert's rows ~ Bin(B, q_e)) the layer's terms, for the kernel-tier's KernelPara
   tensor   2 · P · R · N · K on the kernel's mma.sync path                 (p.tc_eff: the GEMV-class tile's issue rate)
   alu      W4A16: N · K · P weights converted; FP8: the same count of e4m3 → fp16 conversions (p.alu_dq)
   fixed    the read curve at its smallest size, plus p.extra_fixed_s
-and time = models.kernel_model.combine. `GROUPED` holds the facts; its pass policy mirrors
+The wgmma GEMM (grouped_bf16_wg, `widths`) runs each pass of R = 64 or 128 rows as an item of its own on the
+smallest wgmma width W(c) in {16, 32, 64, 128} holding the pass's rows: memory = the read curve of P passes' weights,
+tensor = 2 · Σ_e E[Σ_passes W] · N · K, the x rows read from L2 once per 128-channel tile (the fixup term).
+Time = models.kernel_model.combine. `GROUPED` holds the facts; its pass policy mirrors
 kernels/grouped/grouped.py choose_tc_config (tests/test_moe_kernel.py checks they agree). Pure Python and NumPy.
 """
 
@@ -40,6 +43,13 @@ class GroupedFacts:
     row_step: int = 8  # rows of an n-tile
     rows_max: int = 96  # n-tiles per pass at most (TC_NT_MAX = 12)
     big_over_l2: float = 2.0  # experts larger than this x L2: passes sized to the busiest expert, re-read from DRAM
+    # a wgmma GEMM (grouped_bf16_wg): the instruction widths an item picks from (the smallest holding its pass's
+    # rows); passes of `wide_rows` rows, or twice that where uniform routing's busiest expert has more; each pass an
+    # item of its own (weights read from DRAM again), x rows read from L2 once per bn-channel tile. Empty: the
+    # GEMV-class pass model above.
+    widths: tuple[int, ...] = ()
+    wide_rows: int = 64
+    bn: int = 128
 
 
 SPLIT_K = ((1 << 30, 1),)  # the warps of a CTA split K: their fp32 partial sums are summed (the fixup term)
@@ -48,12 +58,25 @@ GROUPED: dict[str, GroupedFacts] = {
                                                                    stream_k_ctas=SPLIT_K)),
     "grouped_w4a16_tc": GroupedFacts("w4a16", KernelFacts(family="gemv", path="mma_sync_f16", dequant="w4",
                                                                       stream_k_ctas=SPLIT_K)),
+    # wgmma with both operands in shared memory (kernels/grouped/grouped_wg.cu): the dense wg_bf16's path; its
+    # parameters are fitted where the dataset has its rows on a calibrated GPU, else its family's median
+    "grouped_bf16_wg": GroupedFacts("bf16", KernelFacts(family="wgmma", path="wgmma_bf16"), widths=(16, 32, 64, 128)),
     # e4m3 fragments converted to fp16 once per pass (cvt.rn.f16x2.e4m3x2), products on the f16 mma.sync: the dense
     # fp8_tc_gemv's path and conversion (kernels/tcgemv/tc_gemv_q8.py)
     "grouped_fp8_tc": GroupedFacts("fp8", KernelFacts(family="gemv", path="mma_sync_f16", dequant="e4m3",
                                                       stream_k_ctas=SPLIT_K)),
 }
-KERNEL_OF_SCHEME = {g.scheme: name for name, g in GROUPED.items()}
+# scheme -> its grouped kernels; a prediction without a named kernel takes the fastest that the GPU runs
+KERNELS_OF_SCHEME: dict[str, tuple[str, ...]] = {}
+for _name, _g in GROUPED.items():
+    KERNELS_OF_SCHEME[_g.scheme] = (*KERNELS_OF_SCHEME.get(_g.scheme, ()), _name)
+MIN_CC = {"grouped_fp8_tc": 89, "grouped_bf16_wg": 90}  # kernels/grouped/grouped.py MIN_CC / MAX_CC
+MAX_CC = {"grouped_bf16_wg": 90}
+
+
+def runs_on(kernel: str, cc: int) -> bool:
+    """Whether a grouped kernel runs on a GPU of compute capability `cc` (90 for 9.0)."""
+    return MIN_CC.get(kernel, 80) <= cc <= MAX_CC.get(kernel, cc)
 
 
 GROUP = 128
@@ -73,6 +96,8 @@ def expert_weight_bytes(scheme: str, N: int, K: int) -> float:
 def pass_rows(g: GroupedFacts, batch: int, N: int, K: int, experts: int, top_k: int, l2_bytes: float) -> int:
     """R: rows of an expert per pass, sized on uniform routing (a figure of B, E, k, as the launch is)."""
     load = expert_load([batch], experts, top_k)
+    if g.widths:
+        return g.wide_rows if float(load.busiest[0]) <= g.wide_rows else 2 * g.wide_rows
     big = expert_weight_bytes(g.scheme, N, K) > g.big_over_l2 * l2_bytes
     rows = float(load.busiest[0] if big else load.tokens[0])
     tiles = max(1, min(g.rows_max // g.row_step, math.ceil(rows / g.row_step - 1e-6)))
@@ -87,6 +112,23 @@ def expected_passes(batch: int, q: np.ndarray, rows: int) -> tuple[float, float]
     passes = float(np.sum(binom.sf(j, batch, q[None, :])))
     touched = float(np.sum(1.0 - (1.0 - q) ** batch))
     return passes, touched
+
+
+def pass_widths(counts: np.ndarray, rows: int, widths: tuple[int, ...]) -> np.ndarray:
+    """Σ over an expert's passes of the wgmma width each takes, for expert row counts `counts` (passes of `rows`)."""
+    c = np.asarray(counts, dtype=np.int64)
+    w = np.asarray(sorted(widths), dtype=np.float64)
+    rest = c % rows
+    last = np.where(rest > 0, w[np.minimum(np.searchsorted(w, rest), len(w) - 1)], 0.0)
+    return (c // rows) * w[np.searchsorted(w, rows)] + last
+
+
+def expected_widths(batch: int, q: np.ndarray, rows: int, widths: tuple[int, ...]) -> float:
+    """E[Σ_e pass_widths(c_e)] with c_e ~ Bin(batch, q_e)."""
+    from scipy.stats import binom
+
+    c = np.arange(batch + 1)
+    return float(np.sum(binom.pmf(c[:, None], batch, q[None, :]) * pass_widths(c, rows, widths)[:, None]))
 
 
 @dataclass(frozen=True)
@@ -105,11 +147,15 @@ class Layer:
 
 def drawn_passes(layer: Layer, rows: int) -> tuple[float, float]:
     """(Σ_e ceil(c_e / rows), touched experts) of the routing drawn with layer.seed."""
+    c = np.bincount(_drawn(layer).ravel(), minlength=layer.experts)
+    return float(np.sum(np.ceil(c / rows))), float(np.count_nonzero(c))
+
+
+def _drawn(layer: Layer) -> np.ndarray:
+    """The [B, k] expert choices drawn with layer.seed (models.moe.draw: a measured point's routing)."""
     from models.moe import draw
 
-    c = np.bincount(draw(layer.batch, layer.experts, layer.top_k, layer.routing, int(layer.seed)).ravel(),
-                    minlength=layer.experts)
-    return float(np.sum(np.ceil(c / rows))), float(np.count_nonzero(c))
+    return draw(layer.batch, layer.experts, layer.top_k, layer.routing, int(layer.seed))
 
 
 def layer_terms(layer: Layer, gpu: GpuTerms, l2_bytes: float) -> tuple[Terms, dict[str, float]]:
@@ -125,9 +171,19 @@ def layer_terms(layer: Layer, gpu: GpuTerms, l2_bytes: float) -> tuple[Terms, di
     w = expert_weight_bytes(g.scheme, layer.N, layer.K)
     rows = layer.batch * layer.top_k
     act = traffic(get_scheme(g.scheme), float(rows), layer.N, layer.K)
-    V = w * touched + act.act_bytes + act.out_bytes  # a pass re-reads its 16-channel tile at once: from L2
     one = np.ones(1)
     f = g.facts
+    if g.widths:  # each pass an item of its own: the weights read once per pass; x rows from L2 once per tile
+        V = w * P + act.act_bytes + act.out_bytes
+        W = expected_widths(layer.batch, q, R, g.widths) if layer.seed is None else float(np.sum(pass_widths(
+            np.bincount(_drawn(layer).ravel(), minlength=layer.experts), R, g.widths)))
+        terms = Terms(fixed=one * gpu.fixed_s, memory=np.maximum(gpu.read_time(one * V) - gpu.fixed_s, 0.0),
+                      dequant=one * 0.0, rows=one * 0.0,
+                      tensor=one * 2.0 * W * layer.N * layer.K / gpu.path_flops[f.path],
+                      fixup=one * act.act_bytes * math.ceil(layer.N / g.bn) / gpu.l2_bytes_per_s)
+        return terms, {"pass_rows": float(R), "passes": P, "touched": touched, "bytes": V,
+                       "flops": 2.0 * rows * layer.N * layer.K}
+    V = w * touched + act.act_bytes + act.out_bytes  # a pass re-reads its 16-channel tile at once: from L2
     weights = layer.N * layer.K * P  # weights an item's passes load into fragments
     dq = weights / gpu.dequant_weights_per_s[f.dequant] if f.dequant != "none" else 0.0
     per_pass = weights / gpu.fma_per_s if f.cuda_core_rows else 0.0

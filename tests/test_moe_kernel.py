@@ -8,12 +8,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernels.grouped.grouped import choose_tc_config, expert_bytes
+from kernels.grouped.grouped import choose_tc_config, choose_wg_config, expert_bytes
 from models.errors import InputError
 from models.hardware import load_calibrations
 from models.kernel_model import KernelParams
 from models.moe import Routing, draw, inclusion
-from models.moe_kernel import GROUPED, Layer, expected_passes, expert_weight_bytes, layer_terms, pass_rows
+from models.moe_kernel import (
+    GROUPED,
+    Layer,
+    expected_passes,
+    expected_widths,
+    expert_weight_bytes,
+    layer_terms,
+    pass_rows,
+    pass_widths,
+)
 from models.workloads import get_model
 from workbench.analysis import moe_tier
 
@@ -24,11 +33,35 @@ L2 = 60 << 20
 @pytest.mark.parametrize("model", MODELS)
 def test_pass_rows_and_bytes_match_the_kernels_own_policy(model):
     for layer in (x for x in get_model(model).layers if x.experts > 1):
-        for g in GROUPED.values():
+        for name, g in GROUPED.items():
             assert expert_weight_bytes(g.scheme, layer.N, layer.K) == expert_bytes(g.scheme, layer.N, layer.K)
             for b in (1, 2, 8, 32, 64, 128, 256):
+                rows = pass_rows(g, b, layer.N, layer.K, layer.experts, layer.top_k, L2)
+                if g.widths:  # the wgmma kernel: passes of bm_max rows, 64-row tiles per warpgroup
+                    cfg = choose_wg_config(b, layer.N, layer.experts, layer.top_k)
+                    assert rows == cfg.bm_max and g.bn == 64 * cfg.wg and g.widths[-1] == 128, name
+                    continue
                 cfg = choose_tc_config(b, layer.N, layer.K, layer.experts, layer.top_k, scheme=g.scheme, l2_bytes=L2)
-                assert pass_rows(g, b, layer.N, layer.K, layer.experts, layer.top_k, L2) == 8 * cfg.nt
+                assert rows == 8 * cfg.nt
+
+
+def test_pass_widths_take_the_smallest_wgmma_width_per_pass():
+    assert pass_widths(np.array([0, 1, 16, 17, 64, 65, 100, 128, 129, 300]), 128, (16, 32, 64, 128)).tolist() == \
+        [0, 16, 16, 32, 64, 128, 128, 128, 144, 320]
+    assert pass_widths(np.array([70, 130]), 64, (16, 32, 64, 128)).tolist() == [80, 144]
+    q = inclusion(Routing().shares(8), 2)
+    draws = [np.bincount(draw(64, 8, 2, "uniform", s).ravel(), minlength=8) for s in range(60)]
+    mc = np.mean([np.sum(pass_widths(c, 64, (16, 32, 64, 128))) for c in draws])
+    assert expected_widths(64, q, 64, (16, 32, 64, 128)) == pytest.approx(mc, rel=0.03)
+
+
+def test_the_wgmma_kernel_is_predicted_on_sm_90_only_and_where_it_is_faster():
+    cals = load_calibrations()
+    got = {gpu: moe_tier.layers(get_model("mixtral-8x7b"), gpu, ["bf16"], [1, 256], None, cals)
+           for gpu in ("h200-sxm", "a100-sxm-80gb")}
+    assert set(got["a100-sxm-80gb"]["kernel"]) == {"grouped_bf16_tc"}
+    assert len(got["h200-sxm"]) == 4  # one row per (layer, batch): the fastest kernel
+    assert set(got["h200-sxm"]["kernel"]) <= {"grouped_bf16_tc", "grouped_bf16_wg"}
 
 
 def test_expected_passes_match_drawn_routings():

@@ -13,7 +13,7 @@ from kernels import problems
 from kernels.quant import pack_q8, pack_w4, quant
 from models.errors import InputError
 
-G = 128  # W4A16 group size (grouped.G)
+G = 128  # W4A16 group size of the grouped kernels
 
 
 def random_weights(scheme: str, experts: int, N: int, K: int, seed: int) -> tuple[Any, ...]:

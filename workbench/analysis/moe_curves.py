@@ -45,16 +45,18 @@ def predicted(model: Any, gpus: list[str], schemes: list[str], batches: list[int
               tier: str, calibrations: Mapping[str, Any] | None = None, table: Any = None) -> pd.DataFrame:
     """(gpu, scheme, kernel, tier, batch, time_s, touched) of the selected expert layers."""
     from models.moe import grouped_layers
-    from models.moe_kernel import KERNEL_OF_SCHEME
+    from models.moe_kernel import KERNELS_OF_SCHEME
     from models.roofline import TIERS
     from workbench.analysis import moe_tier
 
-    grouped = [s for s in schemes if s in KERNEL_OF_SCHEME] if tier == "kernel" else []
+    grouped = [s for s in schemes if s in KERNELS_OF_SCHEME] if tier == "kernel" else []
     roof = "floor" if tier == "kernel" else tier
     frames = []
     for gpu in gpus:
         if grouped:
             g = moe_tier.layers(model, gpu, grouped, batches, routing, calibrations, table)
+            # the layers of one batch may take different kernels (the fastest of each): one label for their sum
+            g["kernel"] = g.groupby(["scheme", "batch"])["kernel"].transform(lambda k: "+".join(sorted(set(k))))
             frames.append(g.assign(tier="kernel", time_s=g["time_kernel_s"]))
         for scheme in (s for s in schemes if s not in grouped):
             try:

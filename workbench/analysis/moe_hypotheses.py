@@ -36,7 +36,7 @@ def parse_fields(table: dict[str, Any], fail: Any) -> dict[str, Any]:
     """model, layer and routing of a moe_speedup table, checked (unknown model, a routing that does not fit the
     model's experts and top-k, sides without a grouped kernel: `fail(field, what)`)."""
     from models.moe import moe_model, parse_routing
-    from models.moe_kernel import KERNEL_OF_SCHEME
+    from models.moe_kernel import KERNELS_OF_SCHEME
     from models.workloads import get_model
 
     out: dict[str, Any] = {}
@@ -57,8 +57,8 @@ def parse_fields(table: dict[str, Any], fail: Any) -> dict[str, Any]:
         raise fail("routing" if "routing" in table else "model", str(exc)) from None
     out["routing"] = routing.source or routing.label
     for side in ("a", "b"):
-        if table[side] not in KERNEL_OF_SCHEME:
-            raise fail(side, f"{table[side]!r} has no grouped kernel; one of {', '.join(KERNEL_OF_SCHEME)}")
+        if table[side] not in KERNELS_OF_SCHEME:
+            raise fail(side, f"{table[side]!r} has no grouped kernel; one of {', '.join(KERNELS_OF_SCHEME)}")
     return out
 
 
@@ -79,7 +79,7 @@ def _predicted(h: Any, gpu: str, calibrations: Any) -> dict[int, dict[str, float
 
 def _measured(h: Any, gpu: str, rows: pd.DataFrame | None) -> dict[int, dict[str, float]]:
     from models.moe import parse_routing
-    from models.moe_kernel import KERNEL_OF_SCHEME
+    from models.moe_kernel import KERNELS_OF_SCHEME
 
     if rows is None or rows.empty:
         return {}
@@ -88,10 +88,12 @@ def _measured(h: Any, gpu: str, rows: pd.DataFrame | None) -> dict[int, dict[str
     out: dict[int, dict[str, float]] = {}
     for b in h.batches:
         for scheme in (h.a, h.b):
-            g = sel[(sel["batch"] == b) & (sel["kernel"] == KERNEL_OF_SCHEME[scheme])]
-            per_layer = [g[g["layer"] == x]["time_s"] for x in LAYERS[h.layer]] if "layer" in g else []
+            g = sel[(sel["batch"] == b) & sel["kernel"].isin(KERNELS_OF_SCHEME[scheme])]
+            # per layer, the fastest of the scheme's measured kernels (each one's median over the seeds)
+            per_layer = [g[g["layer"] == x].groupby("kernel")["time_s"].median() for x in LAYERS[h.layer]] \
+                if "layer" in g else []
             if per_layer and all(len(v) for v in per_layer):
-                out.setdefault(int(b), {})[scheme] = float(sum(v.median() for v in per_layer))
+                out.setdefault(int(b), {})[scheme] = float(sum(v.min() for v in per_layer))
     return out
 
 

@@ -23,7 +23,7 @@ from models.errors import InputError
 from models.hardware import Calibration, get_gpu
 from models.kernel_model import KernelParams, ParamTable
 from models.moe import parse_routing
-from models.moe_kernel import GROUPED, KERNEL_OF_SCHEME, Layer, layer_terms, predict_layer
+from models.moe_kernel import GROUPED, KERNELS_OF_SCHEME, Layer, layer_terms, predict_layer, runs_on
 from models.moe_kernel import fit as fit_one
 
 FIGURES = ("time_kernel_s", "attr_fixed_s", "attr_fixup_s", "attr_memory_s", "attr_alu_s", "attr_tensor_s",
@@ -79,15 +79,20 @@ def grouped_tier(points: pd.DataFrame, calibrations: Mapping[str, Calibration] |
 def layers(model: Any, gpu: str, schemes: list[str], batches: list[int], routing: Any = None,
            calibrations: Mapping[str, Calibration] | None = None, table: ParamTable | None = None) -> pd.DataFrame:
     """(model, layer, scheme, kernel, batch, experts, top_k, routing, count, FIGURES) per expert layer of `model`
-    (a models.workloads.Model) run as one grouped launch; schemes without a grouped kernel are left out."""
+    (a models.workloads.Model) run as one grouped launch of the scheme's fastest predicted kernel among those the GPU
+    runs (kernel names it); schemes without a grouped kernel are left out."""
     r = parse_routing(routing)
-    rows = [{"gpu": gpu, "model": model.key, "layer": x.name, "scheme": s, "kernel": KERNEL_OF_SCHEME[s],
+    cc = round(float(get_gpu(gpu).cc) * 10)
+    rows = [{"gpu": gpu, "model": model.key, "layer": x.name, "scheme": s, "kernel": k,
              "batch": int(b), "N": x.N, "K": x.K, "experts": x.experts, "top_k": x.top_k, "routing": r,
              "count": x.count}
-            for x in model.layers if x.experts > 1 for s in schemes if s in KERNEL_OF_SCHEME for b in batches]
+            for x in model.layers if x.experts > 1 for s in schemes if s in KERNELS_OF_SCHEME
+            for k in KERNELS_OF_SCHEME[s] if runs_on(k, cc) for b in batches]
     if not rows:
         return pd.DataFrame(columns=["model", "layer", "scheme", "kernel", "batch", *FIGURES])
     out = grouped_tier(pd.DataFrame(rows), calibrations, table)
+    out = out.loc[out.groupby(["layer", "scheme", "batch"], sort=False)["time_kernel_s"].idxmin()]
+    out = out.reset_index(drop=True)
     out["routing"] = r.label
     return out
 
