@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from kernels.grouped import grouped, grouped_data
+from kernels.grouped import grouped, grouped_config, grouped_data
 from kernels.toolchain import compile_check
 from kernels.toolchain.build import source_path
 from models.errors import InputError
@@ -30,8 +30,8 @@ def _configs() -> set[tuple[str, tuple[str, ...]]]:
             for B in BATCHES:
                 for scheme, source, _ in TC_KERNELS.values():
                     for l2 in (50 << 20, 60 << 20):  # H100, H200: Mixtral's fp8 gate+up is "big" on one only
-                        cfg = grouped.choose_tc_config(B, layer.N, layer.K, layer.experts, layer.top_k, scheme=scheme,
-                                                       l2_bytes=l2)
+                        cfg = grouped_config.choose_tc_config(B, layer.N, layer.K, layer.experts, layer.top_k,
+                                                              scheme=scheme, l2_bytes=l2)
                         out.add((source, cfg.options()))
                         if scheme == "bf16":  # the fused SiLU·mul epilogue
                             out.add((source, replace(cfg, silu=True).options()))
@@ -40,32 +40,32 @@ def _configs() -> set[tuple[str, tuple[str, ...]]]:
 
 def test_configurations_follow_the_batch_and_the_expert_size():
     # one pass per mean rows per touched expert: Qwen3 (6 MB experts) at B = 256: 16 rows, 2 n-tiles
-    assert grouped.choose_tc_config(256, 1536, 2048, 128, 8).nt == 2
+    assert grouped_config.choose_tc_config(256, 1536, 2048, 128, 8).nt == 2
     # Mixtral's 235 MB experts exceed twice the L2: the busiest expert's ~72 rows in one pass
-    assert grouped.choose_tc_config(256, 28672, 4096, 8, 2).nt == 10
-    assert grouped.choose_tc_config(1, 28672, 4096, 8, 2).nt == 1
-    cfg = grouped.choose_config("w4a16", 1, 768, 128, 8)
+    assert grouped_config.choose_tc_config(256, 28672, 4096, 8, 2).nt == 10
+    assert grouped_config.choose_tc_config(1, 28672, 4096, 8, 2).nt == 1
+    cfg = grouped_config.choose_config("w4a16", 1, 768, 128, 8)
     assert (cfg.mb, cfg.warps, cfg.rw) == (1, 1, 8)  # 24 chunks per row: one warp, eight rows per tile
-    assert grouped.choose_config("bf16", 256, 4096, 8, 2).mb == 16
-    assert grouped.choose_tc_config(4, 2048, 1024, 64, 8, scheme="w4a16", warps=2).warps == 2  # overrides win
+    assert grouped_config.choose_config("bf16", 256, 4096, 8, 2).mb == 16
+    assert grouped_config.choose_tc_config(4, 2048, 1024, 64, 8, scheme="w4a16", warps=2).warps == 2  # overrides win
 
 
 def test_fp8_configurations():
     # DeepSeek-V3 gate+up at B = 1: 112 chunks of 64 bytes a row: 16 warps, two chunks each in flight
-    cfg = grouped.choose_tc_config(1, 4096, 7168, 256, 8, scheme="fp8")
+    cfg = grouped_config.choose_tc_config(1, 4096, 7168, 256, 8, scheme="fp8")
     assert (cfg.nt, cfg.warps, cfg.u, cfg.scheme, cfg.f16) == (1, 16, 2, "fp8", True)
     assert "-DQ8_F16=1" in cfg.options() and "-DTCQ_WARPS=16" in cfg.options()
-    assert "-DQ8_F16=0" in grouped.choose_tc_config(1, 4096, 7168, 256, 8, scheme="fp8", f16=False).options()
+    assert "-DQ8_F16=0" in grouped_config.choose_tc_config(1, 4096, 7168, 256, 8, scheme="fp8", f16=False).options()
     # Mixtral's fp8 gate+up experts (117 MB) exceed twice a 50 MB L2 (sized to the busiest) but not a 60 MB one
-    assert grouped.choose_tc_config(256, 28672, 4096, 8, 2, scheme="fp8", l2_bytes=50 << 20).nt == 10
-    assert grouped.choose_tc_config(256, 28672, 4096, 8, 2, scheme="fp8", l2_bytes=60 << 20).nt == 8
+    assert grouped_config.choose_tc_config(256, 28672, 4096, 8, 2, scheme="fp8", l2_bytes=50 << 20).nt == 10
+    assert grouped_config.choose_tc_config(256, 28672, 4096, 8, 2, scheme="fp8", l2_bytes=60 << 20).nt == 8
     assert grouped.expert_bytes("fp8", 4096, 7168) == 4096 * 7168 + 4
     # 12 n-tiles of sums from 8 warps would not fit 48 KB of static shared memory: 4 warps
-    assert grouped.choose_tc_config(256, 2048, 4096, 2, 2, scheme="fp8", l2_bytes=1 << 20).warps == 4
+    assert grouped_config.choose_tc_config(256, 2048, 4096, 2, 2, scheme="fp8", l2_bytes=1 << 20).warps == 4
     with pytest.raises(InputError, match="needs 51216 bytes of shared memory; at most 49152"):
-        grouped.choose_tc_config(256, 2048, 4096, 2, 2, scheme="fp8", l2_bytes=1 << 20, warps=8)
+        grouped_config.choose_tc_config(256, 2048, 4096, 2, 2, scheme="fp8", l2_bytes=1 << 20, warps=8)
     with pytest.raises(InputError, match="no grouped tensor-core kernel for scheme 'w8a16'"):
-        grouped.choose_tc_config(1, 2048, 4096, 8, 2, scheme="w8a16")
+        grouped_config.choose_tc_config(1, 2048, 4096, 8, 2, scheme="w8a16")
 
 
 def test_refusals():
@@ -109,7 +109,7 @@ def test_silu_mul_on_interleaved_gate_up_rows_equals_the_plain_layout():
     assert np.array_equal(grouped_data.interleave_gate_up(w)[8:16], w[24:32])  # tile 0: gate 0-7, then up 0-7
     with pytest.raises(InputError, match="I a multiple of 8"):
         grouped_data.interleave_gate_up(w[:40])
-    cfg = grouped.choose_tc_config(4, 1536, 2048, 128, 8, silu=True)
+    cfg = grouped_config.choose_tc_config(4, 1536, 2048, 128, 8, silu=True)
     assert "-DTCF_SILU=1" in cfg.options() and "-DTCF_SILU=1" not in replace(cfg, silu=False).options()
     with pytest.raises(InputError, match="separate_silu runs after grouped_bf16_tc only"):
         grouped.GroupedRunner("grouped_fp8_tc", 8, 2, separate_silu=True)

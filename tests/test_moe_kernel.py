@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernels.grouped.grouped import choose_tc_config, choose_wg_config, expert_bytes
+from kernels.grouped.grouped_config import choose_tc_config, choose_wg_config, expert_bytes
 from models.errors import InputError
 from models.hardware import load_calibrations
 from models.kernel_model import KernelParams

@@ -1,9 +1,9 @@
 """Grouped kernels for MoE decode: every expert of one layer in one launch (`KERNELS`). GEMV-class on the tensor
 cores: grouped_tc.cu, grouped_w4_tc.cu and grouped_q8_tc.cu (mma.sync, weights from global memory into fragments);
 on CUDA cores, grouped_gemv.cu; `grouped_bf16_wg` (grouped_wg.cu, sm_90a only) a wgmma GEMM whose width follows each
-expert's rows, for the batches where experts get tens of rows (`choose_wg_config`). `grouped_bf16_tc_silu` is
-grouped_bf16_tc on a gate+up layer with silu(gate) * up in its epilogue (output N / 2 wide); `GroupedRunner(...,
-separate_silu=True)` the unfused pair it is measured against. docs/moe.md has the numbers.
+expert's rows, for the batches where experts get tens of rows (launch configurations: grouped_config.py).
+`grouped_bf16_tc_silu` is grouped_bf16_tc on a gate+up layer with silu(gate) * up in its epilogue (output N / 2
+wide); `GroupedRunner(..., separate_silu=True)` the unfused pair it is measured against. docs/moe.md has the numbers.
 
 A problem is one MoE expert layer at batch B: E experts of N x K weights (stacked [E, N, K]), top-k routing drawn by
 models.moe.draw with a fixed routing seed, the routed token list (rows sorted by expert, offsets per expert), and the
@@ -31,9 +31,6 @@ import numpy as np
 
 from kernels import problems
 from kernels.grouped.grouped_config import (
-    INCLUDED as INCLUDED,
-)
-from kernels.grouped.grouped_config import (
     MAX_EXPERTS,
     WG_SLOTS,
     Config,
@@ -43,21 +40,6 @@ from kernels.grouped.grouped_config import (
     choose_tc_config,
     choose_wg_config,
     expert_bytes,
-)
-from kernels.grouped.grouped_config import (
-    SCHEMES as SCHEMES,
-)
-from kernels.grouped.grouped_config import (
-    STATIC_SMEM as STATIC_SMEM,
-)
-from kernels.grouped.grouped_config import (
-    TC_NT_MAX as TC_NT_MAX,
-)
-from kernels.grouped.grouped_config import (
-    busiest_rows as busiest_rows,
-)
-from kernels.grouped.grouped_config import (
-    mean_rows as mean_rows,
 )
 from kernels.grouped.grouped_data import G, dequantized, random_weights, silu_mul
 from kernels.launch import device_sms, resident_blocks

@@ -157,7 +157,7 @@ def runner_factory(name: str, group_size: int | None = None, *, setup: MoeSetup 
 def device_bytes(point: Point, l2_bytes: int) -> float:
     """Device memory one MoE point needs: every expert's weights (the input sets share them), its activations,
     output and float64 reference (8 bytes a value), plus slack."""
-    from kernels.grouped.grouped import expert_bytes
+    from kernels.grouped.grouped_config import expert_bytes
 
     setup: MoeSetup = point.setup
     rows = point.M * setup.top_k
