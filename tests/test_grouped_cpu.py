@@ -68,6 +68,23 @@ def test_fp8_configurations():
         grouped_config.choose_tc_config(1, 2048, 4096, 8, 2, scheme="w8a16")
 
 
+def test_wg_configurations():
+    # Mixtral at B = 256: ~64 rows an expert on average, the busiest more: passes of up to 128 rows; 2 warpgroups,
+    # 6 stages of (128 + 128) x 128 bytes; at B = 16 passes of 64, 8 stages (the most) of 192 x 128 bytes
+    cfg = grouped_config.choose_wg_config(256, 28672, 8, 2)
+    assert (cfg.bm_max, cfg.wg, cfg.stages, cfg.kt) == (128, 2, 6, 128)
+    assert (grouped_config.choose_wg_config(16, 28672, 8, 2).bm_max, grouped_config.choose_wg_config(16, 28672, 8,
+            2).stages) == (64, 8)
+    assert grouped_config.choose_wg_config(64, 192, 8, 2).wg == 1  # N = 192: 64-channel tiles
+    four = grouped_config.choose_wg_config(256, 28672, 8, 2, wg=4)
+    assert four.stages == 4 and four.expression() == "grouped_wg_bf16<128, 4, 4, 128>"
+    with pytest.raises(InputError, match="N = 192 is not a multiple of its 128-channel tiles"):
+        grouped_config.choose_wg_config(64, 192, 8, 2, wg=2)
+    with pytest.raises(InputError, match="1, 2 or 4 warpgroups"):
+        grouped_config.choose_wg_config(64, 768, 8, 2, wg=3)
+    with pytest.raises(InputError, match="bytes of shared memory"):
+        grouped_config.choose_wg_config(64, 512, 8, 2, wg=4, stages=8)
+
 def test_refusals():
     with pytest.raises(InputError, match="unknown grouped kernel 'grouped_fp4'"):
         grouped.check("grouped_fp4", 1, 64, 128, 8, 2)

@@ -115,12 +115,15 @@ def test_silu_mul_fused_and_separate(B):
 
 
 @pytest.mark.parametrize("cfg", [{"bm_max": 64}, {"bm_max": 128}, {"wg": 2}, {"stages": 3},
-                                 {"bm_max": 64, "stages": 8}, {"bm_max": 128, "wg": 2, "stages": 6}])
+                                 {"bm_max": 64, "stages": 8}, {"bm_max": 128, "wg": 2, "stages": 6},
+                                 {"bm_max": 128, "wg": 4}, {"bm_max": 64, "wg": 4, "stages": 3}])
 @pytest.mark.parametrize("B", [3, 40, 200])
 def test_wg_configs(cfg, B):
-    # N = 192: 3 tiles of one warpgroup (the default where N % 128 != 0), 256 with two; 10 k-tiles of 64; B = 200,
-    # k = 2 over 6 experts: ~67 rows an expert (n128 items, or two passes at bm_max 64); B = 40: n16 / n32 items
-    err, _ = _check("grouped_bf16_wg", B, 256 if cfg.get("wg") == 2 else 192, 640, 6, 2, **cfg)
+    # N = 192: 3 tiles of one warpgroup (the default where N % 128 != 0), 256 with two, 512 with four (2 tiles); 10
+    # k-tiles of 64; B = 200, k = 2 over 6 experts: ~67 rows an expert (n128 items, or two passes at bm_max 64);
+    # B = 40: n16 / n32 items
+    N = {1: 192, 2: 256, 4: 512}[cfg.get("wg", 1)]
+    err, _ = _check("grouped_bf16_wg", B, N, 640, 6, 2, **cfg)
     assert err < TOL
 
 

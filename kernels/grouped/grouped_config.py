@@ -143,7 +143,7 @@ WG_SMEM = 227 * 1024 - 8 * 1024 - 1024  # dynamic shared memory beside the slot 
 @dataclass(frozen=True)
 class WgConfig:
     """grouped_wg.cu's template: rows per pass at most (64 or 128; the wgmma width of an item is the smallest of 16,
-    32, 64, 128 holding its rows), warpgroups (64 channels each), pipeline stages, bytes of K per stage."""
+    32, 64, 128 holding its rows), warpgroups (1, 2 or 4; 64 channels each), pipeline stages, bytes of K per stage."""
 
     bm_max: int
     wg: int = 2
@@ -166,11 +166,13 @@ def choose_wg_config(batch: int, N: int, experts: int, top_k: int, **override: A
     shape.update({k: v for k, v in override.items() if k in shape})
     stage = (64 * shape["wg"] + shape["bm_max"]) * shape["kt"]
     cfg = WgConfig(**{**shape, "stages": min(8, (WG_SMEM - 1024) // stage), **override})
-    if cfg.bm_max not in (64, 128) or cfg.wg not in (1, 2) or cfg.stages < 3 or cfg.kt % 128 \
+    if cfg.bm_max not in (64, 128) or cfg.wg not in (1, 2, 4) or cfg.stages < 3 or cfg.kt % 128 \
             or cfg.smem_bytes() > WG_SMEM + 1024:
-        raise InputError(f"grouped wgmma config {cfg} needs bm_max 64 or 128, 1 or 2 warpgroups, >= 3 stages, a k-tile "
-                         f"of whole 128-byte rows and <= {WG_SMEM + 1024} bytes of shared memory "
+        raise InputError(f"grouped wgmma config {cfg} needs bm_max 64 or 128, 1, 2 or 4 warpgroups, >= 3 stages, a "
+                         f"k-tile of whole 128-byte rows and <= {WG_SMEM + 1024} bytes of shared memory "
                          f"(it asks {cfg.smem_bytes()})")
+    if N % (64 * cfg.wg):
+        raise InputError(f"grouped wgmma config {cfg}: N = {N} is not a multiple of its {64 * cfg.wg}-channel tiles")
     return cfg
 
 
