@@ -45,11 +45,14 @@ class GroupedFacts:
     big_over_l2: float = 2.0  # experts larger than this x L2: passes sized to the busiest expert, re-read from DRAM
     # a wgmma GEMM (grouped_bf16_wg): the instruction widths an item picks from (the smallest holding its pass's
     # rows); passes of `wide_rows` rows, or twice that where uniform routing's busiest expert has more; each pass an
-    # item of its own (weights read from DRAM again), x rows read from L2 once per bn-channel tile. Empty: the
-    # GEMV-class pass model above.
+    # item of its own (weights read from DRAM again), x rows read from L2 once per bn-channel tile, bn_wide channels
+    # for passes of twice wide_rows where (touched expert, bn_wide tile) items number bn_wide_items or more. Empty:
+    # the GEMV-class pass model above.
     widths: tuple[int, ...] = ()
     wide_rows: int = 64
     bn: int = 128
+    bn_wide: int = 256
+    bn_wide_items: int = 512
 
 
 SPLIT_K = ((1 << 30, 1),)  # the warps of a CTA split K: their fp32 partial sums are summed (the fixup term)
@@ -91,6 +94,13 @@ def expert_weight_bytes(scheme: str, N: int, K: int) -> float:
     if scheme == "fp8":
         return float(t.weight_bytes + EXPERT_SCALE_BYTES)
     return float(t.weight_bytes + (N * (K // GROUP) * GROUP_META_BYTES if scheme == "w4a16" else t.scale_bytes))
+
+
+def tile_channels(g: GroupedFacts, batch: int, N: int, experts: int, top_k: int, R: int) -> int:
+    """Channels of a wgmma item's tile for passes of R rows (the x rows are read from L2 once per tile)."""
+    if R > g.wide_rows and N % g.bn_wide == 0 and min(experts, batch * top_k) * (N // g.bn_wide) >= g.bn_wide_items:
+        return g.bn_wide
+    return g.bn
 
 
 def pass_rows(g: GroupedFacts, batch: int, N: int, K: int, experts: int, top_k: int, l2_bytes: float) -> int:
@@ -180,7 +190,8 @@ def layer_terms(layer: Layer, gpu: GpuTerms, l2_bytes: float) -> tuple[Terms, di
         terms = Terms(fixed=one * gpu.fixed_s, memory=np.maximum(gpu.read_time(one * V) - gpu.fixed_s, 0.0),
                       dequant=one * 0.0, rows=one * 0.0,
                       tensor=one * 2.0 * W * layer.N * layer.K / gpu.path_flops[f.path],
-                      fixup=one * act.act_bytes * math.ceil(layer.N / g.bn) / gpu.l2_bytes_per_s)
+                      fixup=one * act.act_bytes * math.ceil(layer.N / tile_channels(
+                          g, layer.batch, layer.N, layer.experts, layer.top_k, R)) / gpu.l2_bytes_per_s)
         return terms, {"pass_rows": float(R), "passes": P, "touched": touched, "bytes": V,
                        "flops": 2.0 * rows * layer.N * layer.K}
     V = w * touched + act.act_bytes + act.out_bytes  # a pass re-reads its 16-channel tile at once: from L2

@@ -116,7 +116,8 @@ def test_silu_mul_fused_and_separate(B):
 
 @pytest.mark.parametrize("cfg", [{"bm_max": 64}, {"bm_max": 128}, {"wg": 2}, {"stages": 3},
                                  {"bm_max": 64, "stages": 8}, {"bm_max": 128, "wg": 2, "stages": 6},
-                                 {"bm_max": 128, "wg": 4}, {"bm_max": 64, "wg": 4, "stages": 3}])
+                                 {"bm_max": 128, "wg": 4}, {"bm_max": 64, "wg": 4, "stages": 3},
+                                 {"bm_max": 64, "kt": 128}, {"bm_max": 128, "kt": 256, "stages": 3}])
 @pytest.mark.parametrize("B", [3, 40, 200])
 def test_wg_configs(cfg, B):
     # N = 192: 3 tiles of one warpgroup (the default where N % 128 != 0), 256 with two, 512 with four (2 tiles); 10

@@ -22,6 +22,7 @@ from models.moe_kernel import (
     layer_terms,
     pass_rows,
     pass_widths,
+    tile_channels,
 )
 from models.workloads import get_model
 from workbench.analysis import moe_tier
@@ -38,11 +39,14 @@ def test_pass_rows_and_bytes_match_the_kernels_own_policy(model):
             for b in (1, 2, 8, 32, 64, 128, 256):
                 rows = pass_rows(g, b, layer.N, layer.K, layer.experts, layer.top_k, L2)
                 if g.widths:  # the wgmma kernel: passes of bm_max rows, 64-row tiles per warpgroup
-                    cfg = choose_wg_config(b, layer.N, layer.experts, layer.top_k)
-                    assert rows == cfg.bm_max and g.bn == 64 * cfg.wg and g.widths[-1] == 128, name
+                    cfg = choose_wg_config(b, layer.N, layer.K, layer.experts, layer.top_k)
+                    bn = tile_channels(g, b, layer.N, layer.experts, layer.top_k, rows)
+                    assert rows == cfg.bm_max and bn == 64 * cfg.wg and g.widths[-1] == 128, name
                     continue
                 cfg = choose_tc_config(b, layer.N, layer.K, layer.experts, layer.top_k, scheme=g.scheme, l2_bytes=L2)
                 assert rows == 8 * cfg.nt
+    if model == "mixtral-8x7b":  # 8 x 112 items of 256 channels at B = 256 (gate+up); its down layer has 8 x 16
+        assert choose_wg_config(256, 28672, 4096, 8, 2).wg == 4 and choose_wg_config(256, 4096, 14336, 8, 2).wg == 2
 
 
 def test_pass_widths_take_the_smallest_wgmma_width_per_pass():

@@ -223,7 +223,7 @@ class GroupedRunner:
 
     def launch_config(self, M: int, N: int, K: int) -> Config | TcConfig | WgConfig:
         if self.kernel in WG_KERNELS:
-            return choose_wg_config(M, N, self.experts, self.top_k, **self.config)
+            return choose_wg_config(M, N, K, self.experts, self.top_k, **self.config)
         if self.tc:
             import cupy as cp
 

@@ -138,6 +138,7 @@ def choose_config(scheme: str, batch: int, K: int, experts: int, top_k: int, **o
 
 WG_SLOTS = 2048  # GWG_MAX_SLOTS: the (expert, pass) slot table each CTA keeps in shared memory
 WG_SMEM = 227 * 1024 - 8 * 1024 - 1024  # dynamic shared memory beside the slot table and the stages' 1 KB alignment
+WG_WIDE_ITEMS = 512  # (expert, 256-channel tile) items from which passes of 128 rows take 4 warpgroups (~4 waves)
 
 
 @dataclass(frozen=True)
@@ -157,13 +158,23 @@ class WgConfig:
         return f"grouped_wg_bf16<{self.bm_max}, {self.wg}, {self.stages}, {self.kt}>"
 
 
-def choose_wg_config(batch: int, N: int, experts: int, top_k: int, **override: Any) -> WgConfig:
+def choose_wg_config(batch: int, N: int, K: int, experts: int, top_k: int, **override: Any) -> WgConfig:
     """Passes of up to 64 rows where uniform routing's busiest expert has at most 64 (one pass for almost every
-    expert), else 128; 128-channel tiles (2 warpgroups) where N allows; as many stages as the shared memory holds,
-    up to 8."""
-    shape = {"bm_max": 64 if busiest_rows(batch, experts, top_k) <= 64 else 128, "wg": 2 if N % 128 == 0 else 1,
-             "kt": 128}
-    shape.update({k: v for k, v in override.items() if k in shape})
+    expert), with 256-byte k-tiles where K allows and 4 stages fit; else passes of 128 with 128-byte k-tiles (256-byte
+    ones leave 3 stages), on 256-channel tiles (4 warpgroups: x rows read from L2 half as often) where there are
+    WG_WIDE_ITEMS such items or more, else 128-channel ones (2 warpgroups; 1 where N % 128 != 0); as many stages as
+    the shared memory holds, up to 8. Overrides of bm_max, wg and stages set the defaults that follow from them.
+    Picked on an H100 (bench/bench_moe.py's layers, B = 64-256): 256-byte k-tiles 6-10 % faster than 128-byte ones
+    at passes of 64; 4 warpgroups 5 % faster on Mixtral gate+up at B = 256 (896 items), 3 % slower on its down layer
+    (128 items)."""
+    bm_max = override.get("bm_max", 64 if busiest_rows(batch, experts, top_k) <= 64 else 128)
+    wg = 2 if N % 128 == 0 else 1
+    if bm_max == 128 and N % 256 == 0 and min(experts, batch * top_k) * (N // 256) >= WG_WIDE_ITEMS:
+        wg = 4
+    wg = override.get("wg", wg)
+    wide_k = bm_max == 64 and K % 128 == 0 and \
+        (WG_SMEM - 1024) // ((64 * wg + bm_max) * 256) >= override.get("stages", 4)
+    shape = {"bm_max": bm_max, "wg": wg, "kt": override.get("kt", 256 if wide_k else 128)}
     stage = (64 * shape["wg"] + shape["bm_max"]) * shape["kt"]
     cfg = WgConfig(**{**shape, "stages": min(8, (WG_SMEM - 1024) // stage), **override})
     if cfg.bm_max not in (64, 128) or cfg.wg not in (1, 2, 4) or cfg.stages < 3 or cfg.kt % 128 \
@@ -171,8 +182,9 @@ def choose_wg_config(batch: int, N: int, experts: int, top_k: int, **override: A
         raise InputError(f"grouped wgmma config {cfg} needs bm_max 64 or 128, 1, 2 or 4 warpgroups, >= 3 stages, a "
                          f"k-tile of whole 128-byte rows and <= {WG_SMEM + 1024} bytes of shared memory "
                          f"(it asks {cfg.smem_bytes()})")
-    if N % (64 * cfg.wg):
-        raise InputError(f"grouped wgmma config {cfg}: N = {N} is not a multiple of its {64 * cfg.wg}-channel tiles")
+    if N % (64 * cfg.wg) or (2 * K) % cfg.kt:
+        raise InputError(f"grouped wgmma config {cfg}: N = {N} is not a multiple of its {64 * cfg.wg}-channel tiles "
+                         f"or K = {K} of its {cfg.kt // 2}-element k-tiles")
     return cfg
 
 
