@@ -71,15 +71,16 @@ def test_fp8_configurations():
 def test_wg_configurations():
     # Mixtral gate+up at B = 256: the busiest expert has more than 64 rows: passes of up to 128, 896 items of 256
     # channels: 4 warpgroups, 4 stages of (256 + 128) x 128 bytes; its down layer (128 such items) 2 warpgroups, 6
-    # stages of (128 + 128) x 128; at B = 16 passes of 64, 8 stages (the most) of (128 + 64) x 128 bytes
+    # stages of (128 + 128) x 128; at B = 16 passes of 64 on 256-byte k-tiles, 4 stages of (128 + 64) x 256 bytes
     assert grouped_config.choose_wg_config(256, 28672, 4096, 8, 2) == grouped_config.WgConfig(128, 4, 4, 128)
     assert grouped_config.choose_wg_config(256, 4096, 14336, 8, 2) == grouped_config.WgConfig(128, 2, 6, 128)
-    assert grouped_config.choose_wg_config(16, 28672, 4096, 8, 2) == grouped_config.WgConfig(64, 2, 8, 128)
-    assert grouped_config.choose_wg_config(16, 28672, 4096, 8, 2, bm_max=128).wg == 4  # the override sets the wg
-    assert grouped_config.choose_wg_config(64, 192, 640, 8, 2) == grouped_config.WgConfig(64, 1, 8, 128)
-    assert grouped_config.choose_wg_config(64, 28672, 4096, 8, 2, kt=256) == grouped_config.WgConfig(64, 2, 4, 256)
+    assert grouped_config.choose_wg_config(16, 28672, 4096, 8, 2) == grouped_config.WgConfig(64, 2, 4, 256)
+    assert grouped_config.choose_wg_config(16, 28672, 4096, 8, 2, bm_max=128).kt == 128  # the override sets the kt
+    assert grouped_config.choose_wg_config(16, 28672, 4096, 8, 2, stages=8).kt == 128  # 8 stages of 256 bytes: no
+    assert grouped_config.choose_wg_config(64, 192, 640, 8, 2) == grouped_config.WgConfig(64, 1, 6, 256)
+    assert grouped_config.choose_wg_config(64, 256, 704, 8, 2).kt == 128  # K = 704: 11 k-tiles of 64, not of 128
     four = grouped_config.choose_wg_config(64, 28672, 4096, 8, 2, wg=4)
-    assert four.stages == 5 and four.expression() == "grouped_wg_bf16<64, 4, 5, 128>"
+    assert four.stages == 5 and four.expression() == "grouped_wg_bf16<64, 4, 5, 128>"  # 256-byte k-tiles: 2 stages
     with pytest.raises(InputError, match="N = 192 is not a multiple of its 128-channel tiles"):
         grouped_config.choose_wg_config(64, 192, 640, 8, 2, wg=2)
     with pytest.raises(InputError, match="K = 704 of its 128-element k-tiles"):

@@ -160,18 +160,21 @@ class WgConfig:
 
 def choose_wg_config(batch: int, N: int, K: int, experts: int, top_k: int, **override: Any) -> WgConfig:
     """Passes of up to 64 rows where uniform routing's busiest expert has at most 64 (one pass for almost every
-    expert), else of 128; 256-channel tiles (4 warpgroups: x rows read from L2 half as often) for passes of 128 where
-    there are WG_WIDE_ITEMS such items or more, else 128-channel ones (2 warpgroups; 1 where N % 128 != 0); 128-byte
-    k-tiles; as many stages as the shared memory holds, up to 8. Overrides of bm_max and wg set the defaults that
-    follow from them. Picked on an H100 (bench/bench_moe.py's layers, B = 64-256): 4 warpgroups 5 % faster on Mixtral
-    gate+up at B = 256 (896 items), 3 % slower on its down layer (128 items). kt=256 timed 6-10 % faster at passes of
-    64 (4 stages) but has not yet passed its GPU check (tests/test_grouped_gpu.py::test_wg_configs): not a default."""
+    expert), with 256-byte k-tiles where K allows and 4 stages fit; else passes of 128 with 128-byte k-tiles (256-byte
+    ones leave 3 stages), on 256-channel tiles (4 warpgroups: x rows read from L2 half as often) where there are
+    WG_WIDE_ITEMS such items or more, else 128-channel ones (2 warpgroups; 1 where N % 128 != 0); as many stages as
+    the shared memory holds, up to 8. Overrides of bm_max, wg and stages set the defaults that follow from them.
+    Picked on an H100 (bench/bench_moe.py's layers, B = 64-256): 256-byte k-tiles 6-10 % faster than 128-byte ones
+    at passes of 64; 4 warpgroups 5 % faster on Mixtral gate+up at B = 256 (896 items), 3 % slower on its down layer
+    (128 items)."""
     bm_max = override.get("bm_max", 64 if busiest_rows(batch, experts, top_k) <= 64 else 128)
     wg = 2 if N % 128 == 0 else 1
     if bm_max == 128 and N % 256 == 0 and min(experts, batch * top_k) * (N // 256) >= WG_WIDE_ITEMS:
         wg = 4
     wg = override.get("wg", wg)
-    shape = {"bm_max": bm_max, "wg": wg, "kt": override.get("kt", 128)}
+    wide_k = bm_max == 64 and K % 128 == 0 and \
+        (WG_SMEM - 1024) // ((64 * wg + bm_max) * 256) >= override.get("stages", 4)
+    shape = {"bm_max": bm_max, "wg": wg, "kt": override.get("kt", 256 if wide_k else 128)}
     stage = (64 * shape["wg"] + shape["bm_max"]) * shape["kt"]
     cfg = WgConfig(**{**shape, "stages": min(8, (WG_SMEM - 1024) // stage), **override})
     if cfg.bm_max not in (64, 128) or cfg.wg not in (1, 2, 4) or cfg.stages < 3 or cfg.kt % 128 \
