@@ -91,7 +91,7 @@ def kernel_lomo(measured, cals, expected: bool) -> None:
     for kernel, g in got.groupby("kernel"):
         print(f"{kernel:18} {'all':14} {len(g):>3} {100 * g['error'].abs().median():>9.1f}% "
               f"{100 * np.quantile(g['error'].abs(), 0.9):>7.1f}%")
-    print(f"{'both':18} {'all':14} {len(got):>3} {100 * e.median():>9.1f}% {100 * np.quantile(e, 0.9):>7.1f}%")
+    print(f"{'every kernel':18} {'all':14} {len(got):>3} {100 * e.median():>9.1f}% {100 * np.quantile(e, 0.9):>7.1f}%")
 
 
 if __name__ == "__main__":

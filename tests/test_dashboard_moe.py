@@ -43,6 +43,15 @@ def test_measured_sum_speedup_and_touched_by_hand():
     assert meas.loc["w4a16", "speedup"] == pytest.approx(160.0 / 60.0)
     assert meas.loc["bf16", "speedup"] == pytest.approx(1.0)
     assert list(meas["touched"]) == [6.0, 6.0]
+    # a second bf16 kernel (sm_90: the wgmma one) at the same batch: its own measured curve, and the speedup's
+    # baseline is the faster bf16 kernel (here wg: 80 + 40 = 120 against tc's 160)
+    two = pd.concat([_frame(), pd.DataFrame([_row("grouped_bf16_wg", "expert_gate_up", 8, 80.0, 6),
+                                            _row("grouped_bf16_wg", "expert_down", 8, 40.0, 6)])], ignore_index=True)
+    both = curves("mixtral-8x7b", "experts", ["w4a16"], "uniform", ["h100-sxm"], [8], two)
+    both = both[both["source"] == "measured"].set_index("kernel")
+    assert both.loc["grouped_bf16_wg", "time_s"] == pytest.approx(120.0 * US)
+    assert both.loc["grouped_bf16_tc", "speedup"] == pytest.approx(120.0 / 160.0)
+    assert both.loc["grouped_w4a16_tc", "speedup"] == pytest.approx(120.0 / 60.0)
     down = curves("mixtral-8x7b", "down", ["w4a16"], "uniform", ["h100-sxm"], [8], _frame())
     assert down[(down["source"] == "measured") & (down["scheme"] == "bf16")]["time_s"].iloc[0] == pytest.approx(60 * US)
 

@@ -1,13 +1,14 @@
 """One MoE model's expert layer(s) per batch, predicted against measured (issue 33 item 6; the dashboard's MoE view).
 
-`curves(model, layer, schemes, routing, gpus, batches, measurements, ...)`: one row per (gpu, scheme, source, batch)
-with the layer's time (gate_up and down summed for layer "experts", as `moe_hypotheses.LAYERS` says), the touched
-experts and the speedup over the bf16 grouped layer of the same source. Predicted: the grouped kernels' kernel tier
-(`moe_tier.layers`, the routing model's expectation) for schemes with a grouped kernel when the tier is "kernel", else
-the roofline tier of the grouped layer (`models.moe.grouped_layers`; "floor" stands in for "kernel", "datasheet" for a
-GPU without calibration; the `tier` column says which). Measured: the
-dataset's MoE rows (`moe_tier.measured_rows`: L2-cold, unthrottled, checked), the median over seeds and runs of each
-layer, their recorded `touched_experts`; a batch is measured only when every selected layer is. Read-only.
+`curves(model, layer, schemes, routing, gpus, batches, measurements, ...)`: one row per (gpu, scheme, kernel, source,
+batch) with the layer's time (gate_up and down summed for layer "experts", as `moe_hypotheses.LAYERS` says), the
+touched experts and the speedup over the bf16 grouped layer of the same source (the fastest bf16 kernel where a GPU
+measured several). Predicted: the grouped kernels' kernel tier (`moe_tier.layers`, the routing model's expectation)
+for schemes with a grouped kernel when the tier is "kernel", else the roofline tier of the grouped layer
+(`models.moe.grouped_layers`; "floor" stands in for "kernel", "datasheet" for a GPU without calibration; the `tier`
+column says which). Measured: the dataset's MoE rows (`moe_tier.measured_rows`: L2-cold, unthrottled, checked), the
+median over seeds and runs of each layer and kernel, their recorded `touched_experts`; a batch is measured only when
+every selected layer is. Read-only.
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ def measured(measurements: pd.DataFrame, model: str, gpus: list[str], schemes: l
 
 
 def _speedup(frame: pd.DataFrame) -> pd.Series:
-    base = frame[frame["scheme"] == BASELINE].set_index(["gpu", "source", "batch"])["time_s"]
+    # the fastest bf16 kernel of each (gpu, source, batch): a GPU may have measured several (sm_90: tc and wgmma)
+    base = frame[frame["scheme"] == BASELINE].groupby(["gpu", "source", "batch"])["time_s"].min()
     key = pd.MultiIndex.from_frame(frame[["gpu", "source", "batch"]])
     return pd.Series(base.reindex(key).to_numpy(dtype=float) / frame["time_s"].to_numpy(dtype=float),
                      index=frame.index)
