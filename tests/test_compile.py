@@ -211,8 +211,8 @@ def test_planned_device_answers_for_an_absent_gpu():
 
 def test_chapter_kernel_keeps_nvccs_unrolled_loop():
     """The chapter's gemv_w4 as nvcc 13.0 compiles it has two weight words' loads in flight per lane (nvcc unrolls the
-    loop by 2 on its own; NVRTC does not, and the kernel was 1.1-1.2x slower): the `#pragma unroll 2` of the M = 1 path
-    in gemv_reference.cu gives NVRTC that loop. Its PTX has more global loads than the same source without it."""
+    loop by 2 on its own; NVRTC does not, and the kernel was 1.1x slower): the `#pragma unroll 2` in
+    gemv_reference.cu gives NVRTC that code. Its PTX has more global loads than the same source without it."""
     _nvrtc_or_skip()
     from kernels.gemv import gemv
     from kernels.toolchain import nvrtc

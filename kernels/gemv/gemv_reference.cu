@@ -76,28 +76,6 @@ extern "C" __global__ void gemv_w4(const unsigned* Wq, const float* scales, cons
     const int lane = threadIdx.x & 31;
     const bool active = row < N;
     const int words = K / 8, groups = K / W4_GROUP;
-#if GEMV_MB == 1
-    if (KT >= K) {  // the chapter's program, statement for statement (x staged whole, one barrier, its word loop)
-        for (int i = threadIdx.x; i < K; i += blockDim.x) xs[i] = x[i];
-        __syncthreads();
-        if (row >= N) return;
-        float acc = 0.f;
-#pragma unroll 2  // nvcc 13.0 unrolls this loop by 2 on its own; NVRTC 13.0 does not (docs/kernels-ladder.md)
-        for (int i = lane; i < words; i += 32) {
-            unsigned int packed = Wq[(size_t)row * words + i];
-            int g = (i * 8) / W4_GROUP;
-            float s = scales[(size_t)row * groups + g];
-            float z = zeros[(size_t)row * groups + g];
-            for (int j = 0; j < 8; ++j) {
-                float w = ((float)((packed >> (4 * j)) & 0xF) - z) * s;
-                acc += w * xs[i * 8 + j];
-            }
-        }
-        for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffff, acc, o);
-        if (lane == 0) y[row] = acc;
-        return;
-    }
-#endif
     float acc[GEMV_MB];
 #pragma unroll
     for (int m = 0; m < GEMV_MB; ++m) acc[m] = 0.f;
@@ -108,6 +86,9 @@ extern "C" __global__ void gemv_w4(const unsigned* Wq, const float* scales, cons
         __syncthreads();
         if (active) {
             const unsigned* wrow = Wq + (size_t)row * words + k0 / 8;
+            // nvcc 13.0 unrolls the chapter's loop by 2 on its own (two words' loads in flight per lane); NVRTC 13.0
+            // does not, and was 1.1x slower (docs/kernels-ladder.md): the pragma gives NVRTC nvcc's SASS
+#pragma unroll 2
             for (int i = lane; i < kt / 8; i += 32) {
                 const unsigned packed = wrow[i];
                 const int g = (k0 + i * 8) / W4_GROUP;
