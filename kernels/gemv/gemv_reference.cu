@@ -86,9 +86,6 @@ extern "C" __global__ void gemv_w4(const unsigned* Wq, const float* scales, cons
         __syncthreads();
         if (active) {
             const unsigned* wrow = Wq + (size_t)row * words + k0 / 8;
-            // nvcc 13.0 unrolls the chapter's loop by 2 on its own (two words' loads in flight per lane); NVRTC 13.0
-            // does not, and was 1.1x slower (docs/kernels-ladder.md): the pragma gives NVRTC nvcc's SASS
-#pragma unroll 2
             for (int i = lane; i < kt / 8; i += 32) {
                 const unsigned packed = wrow[i];
                 const int g = (k0 + i * 8) / W4_GROUP;
