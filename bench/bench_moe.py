@@ -182,6 +182,14 @@ def _cumsum(xs: list[int]) -> list[int]:
     return out
 
 
+def read_time(limit: Any, nbytes: float, bw_1gb: float) -> tuple[float, str]:
+    """(seconds, source) of the L2-cold read of `nbytes`: the read kernel's fastest where they fit its 2 GB pool,
+    else the bytes at the 1 GB read's bandwidth `bw_1gb`."""
+    if nbytes <= (2 << 30) - (16 << 20):
+        return limit(nbytes)[0], "read curve"
+    return nbytes / bw_1gb, "1 GB bandwidth"
+
+
 def expert_layers(model: str) -> list[tuple[str, int, int, int, int]]:
     """(layer, N, K, E, k) of the model's expert layers."""
     return [(layer.name.removeprefix("expert_"), layer.N, layer.K, layer.experts, layer.top_k)
@@ -241,10 +249,7 @@ def main() -> None:
                 first = runners[0].make(B, N, K, seed=0, reference=False)
                 r = first.arrays["routed"]
                 tb = r.touched * grouped.expert_bytes(scheme, N, K)
-                read_s, _ = limit(tb) if tb <= 2 * gb - 16 * 1024 * 1024 else (math.nan, 0)
-                src = "read curve"
-                if not math.isfinite(read_s):
-                    read_s, src = tb / bw_1gb, "1 GB bandwidth"
+                read_s, src = read_time(limit, tb, bw_1gb)
                 del first
                 for run in runners:
                     row = {"model": model, "layer": layer, "scheme": scheme, "kernel": run.name, "B": B,

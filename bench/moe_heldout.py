@@ -40,7 +40,7 @@ def main() -> None:
     import cupy as cp
 
     from bench.anchors import ReadLimit
-    from bench.bench_moe import TorchPeer, _measure
+    from bench.bench_moe import TorchPeer, _measure, read_time
     from kernels.grouped import grouped
     from workbench.measure.timing import CudaTimer, TimingConfig, measure
 
@@ -48,6 +48,7 @@ def main() -> None:
     dev = cp.cuda.Device()
     l2 = int(cp.cuda.runtime.getDeviceProperties(dev.id)["l2CacheSize"])
     limit = ReadLimit(l2, int(dev.attributes["MultiProcessorCount"]))
+    bw_1gb = (1 << 30) / limit(1 << 30)[0]
     cfg = TimingConfig(budget_s=args.budget)
     out = Path(os.environ.get("OUT") or tempfile.mkdtemp()) / "moe_heldout.csv"
     cols = ["model", "layer", "B", "read_s", "first_s", "default_s", "grouped_mm_s", "config"]
@@ -71,7 +72,7 @@ def main() -> None:
                         t[name] = math.nan
                 touched = new.make(B, N, K, seed=0, reference=False).arrays["routed"].touched
                 tb = touched * grouped.expert_bytes("bf16", N, K)
-                rd = limit(tb)[0] if tb <= (2 << 30) - (16 << 20) else tb / ((1 << 30) / limit(1 << 30)[0])
+                rd = read_time(limit, tb, bw_1gb)[0]
                 conf = new.launch_config(B, N, K)
                 w.writerow([model, layer, B, rd, t["first"], t["default"], t["gmm"], conf])
                 print(f"{model:16} {layer:7} {B:>3} {rd * 1e6:8.1f} {t['first'] * 1e6:8.1f} {t['default'] * 1e6:8.1f} "

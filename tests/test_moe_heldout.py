@@ -19,3 +19,13 @@ def test_heldout_layers_take_both_configurations():
         for B in (16, 256):
             grouped_config.choose_wg_config(B, N, K, E, k)
             grouped_config.choose_wg_config(B, N, K, E, k, **moe_heldout.FIRST)
+
+
+def test_read_time_falls_back_to_the_1gb_bandwidth_above_the_pool():
+    from bench.bench_moe import read_time
+
+    def limit(n):
+        return n / 4e12, 0
+
+    assert read_time(limit, 1e9, 2e12) == (0.25e-3, "read curve")
+    assert read_time(limit, 3 << 30, 2e12) == ((3 << 30) / 2e12, "1 GB bandwidth")
