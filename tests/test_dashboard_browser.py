@@ -252,6 +252,7 @@ def test_primary_gpu_is_chosen_explicitly(page):
     _toggle(page, ids.GPUS, "h200-sxm")  # back, now second in the list
     _idle(page)
     page.click(f"#{ids.PRIMARY}")
+    page.wait_for_selector(".dash-dropdown-option input")  # the menu renders after the click, not with it
     shown = page.locator(".dash-dropdown-option input").evaluate_all("els => els.map(e => e.value)")
     assert shown == ["h100-sxm", "h200-sxm"], shown  # the selected GPUs, in their order (wiring.PRIMARY_JS)
     page.locator(".dash-dropdown-option", has_text="H200").first.click()
