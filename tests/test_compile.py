@@ -207,3 +207,24 @@ def test_planned_device_answers_for_an_absent_gpu():
     with build.planned_device("sm_80", 108):
         assert build.device_arch() == "sm_80" and launch.device_sms() == 108 == tensorcore.device_sms()
     assert build.planned_sms() == 0
+
+
+def test_chapter_kernel_keeps_nvccs_unrolled_loop():
+    """gemv_w4_m1 (the chapter's program at M = 1) as nvcc 13.0 compiles it has two weight words' loads in flight per
+    lane: nvcc unrolls the loop by 2 on its own, NVRTC does not (1.05-1.2x slower), so the source carries the pragma.
+    Its PTX has more global loads than the same source without it."""
+    _nvrtc_or_skip()
+    from kernels.gemv import gemv
+    from kernels.toolchain import nvrtc
+    from kernels.toolchain.build import source_path
+
+    source = source_path("gemv_reference.cu").read_text()
+    opts = ("--gpu-architecture=compute_90", *gemv.choose_config("gemv_w4_ref", 1, 22016, 4096).options())
+
+    def loads(text: str) -> int:
+        ptx = nvrtc.compile_cubin(text.encode(), "gemv_reference.cu", opts).cubin.decode()
+        body = ptx[ptx.index(".entry gemv_w4_m1"):]
+        return body[:body.find(".entry ", 1) if ".entry " in body[1:] else None].count("ld.global")
+
+    assert source.count("#pragma unroll 2\n") == 1
+    assert loads(source) >= loads(source.replace("#pragma unroll 2\n", "")) + 3

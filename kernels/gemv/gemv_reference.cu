@@ -103,3 +103,32 @@ extern "C" __global__ void gemv_w4(const unsigned* Wq, const float* scales, cons
     }
     ref_store(y, acc, active, row, M, N);
 }
+
+// The chapter's gemv_w4 at batch 1, statement for statement, as nvcc compiles it: nvcc 13.0 unrolls its word loop by 2
+// on its own and NVRTC 13.0 does not (4 global loads in the SASS against nvcc's 10, 63.3 against 60.0 us on an H100 at
+// 22016x4096); the pragma gives NVRTC nvcc's SASS (256 instructions, the same mix) and time (60.1 us). The launcher
+// takes it for M = 1 when x fits the shared memory whole (kernels/gemv/gemv.py make_launch); W4_GROUP is its GROUP.
+extern "C" __global__ void gemv_w4_m1(const unsigned int* Wq, const float* scales, const float* zeros,
+                                      const float* x, float* y, int N, int K) {
+    extern __shared__ float xs[];
+    for (int i = threadIdx.x; i < K; i += blockDim.x) xs[i] = x[i];
+    __syncthreads();
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N) return;
+    int words = K / 8, groups = K / W4_GROUP;
+    float acc = 0.f;
+#pragma unroll 2
+    for (int i = lane; i < words; i += 32) {
+        unsigned int packed = Wq[(size_t)row * words + i];
+        int g = (i * 8) / W4_GROUP;
+        float s = scales[(size_t)row * groups + g];
+        float z = zeros[(size_t)row * groups + g];
+        for (int j = 0; j < 8; ++j) {
+            float w = ((float)((packed >> (4 * j)) & 0xF) - z) * s;
+            acc += w * xs[i * 8 + j];
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffff, acc, o);
+    if (lane == 0) y[row] = acc;
+}
