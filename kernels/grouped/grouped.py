@@ -180,6 +180,8 @@ class GroupedRunner:
             threads, dyn = cfg.warps * 32, 0
             tiles = -(-N // 16) if self.tc else -(-N // cfg.rw)
             items = min(self.experts, M * self.top_k) * tiles  # the most (touched expert, tile) items
+            if getattr(cfg, "walk", False):  # a warp per item (of `tiles` row tiles)
+                items = -(-items // (cfg.tiles * cfg.warps))
             smem = int(getattr(func, "shared_size_bytes", 0) or 0)
             per_sm = min(resident_blocks(func, threads), max(1, (227 * 1024) // (smem + 1024)))
             grid = min(items, per_sm * device_sms())
@@ -219,7 +221,8 @@ class GroupedRunner:
         cfg = self.launch_config(M, N, K)
         if isinstance(cfg, WgConfig):
             return self.source, cfg.expression(), "sm_90a", ()
-        return self.source, ENTRY[(self.kernel, self.gather)], build.device_arch(), cfg.options()
+        entry = "grouped_w4a16_walk" if getattr(cfg, "walk", False) else ENTRY[(self.kernel, self.gather)]
+        return self.source, entry, build.device_arch(), cfg.options()
 
     def launch_config(self, M: int, N: int, K: int) -> Config | TcConfig | WgConfig:
         if self.kernel in WG_KERNELS:

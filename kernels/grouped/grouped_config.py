@@ -48,10 +48,14 @@ class TcConfig:
     # 0.95-1.45x the f16 path's time on the four models' experts, docs/moe.md)
     f16: bool = True
     silu: bool = False  # bf16: SiLU·mul in the epilogue (grouped_bf16_tc_silu)
+    # W4A16: every warp walks whole items over all of K, `u` groups in flight across items (grouped_w4a16_walk)
+    walk: bool = False
 
     def smem_bytes(self) -> int:
-        """Static shared memory: the warps' fp32 sums of a row tile and the touched-expert list."""
-        return self.warps * 16 * self.nt * 8 * 4 + 2 * MAX_EXPERTS + 16  # + the list's count, aligned
+        """Static shared memory: the warps' fp32 sums of a row tile (walk: the experts' first rows and counts) and
+        the touched-expert list."""
+        sums = 8 * MAX_EXPERTS if self.walk else self.warps * 16 * self.nt * 8 * 4
+        return sums + 2 * MAX_EXPERTS + 16  # + the list's count, aligned
 
     def options(self) -> tuple[str, ...]:
         if self.scheme == "fp8":
@@ -118,6 +122,8 @@ def choose_tc_config(batch: int, N: int, K: int, experts: int, top_k: int, schem
     while cfg.warps > 1 and cfg.smem_bytes() > STATIC_SMEM:
         cfg = TcConfig(**{**cfg.__dict__, "warps": cfg.warps // 2})
     cfg = TcConfig(**{**cfg.__dict__, **override})
+    if cfg.walk and scheme != "w4a16":
+        raise InputError(f"the walking form is grouped_w4a16_walk's (scheme w4a16), not {scheme}'s")
     if cfg.smem_bytes() > STATIC_SMEM:
         raise InputError(f"grouped {scheme} tensor-core config {cfg.warps} warps x {cfg.nt} n-tiles needs "
                          f"{cfg.smem_bytes()} bytes of shared memory; at most {STATIC_SMEM}")

@@ -98,3 +98,138 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, TCG_MINB)
     }
   }
 }
+
+// The walking form (TcConfig.walk): no K split and no reduction across warps. Every warp of the grid owns whole items
+// (touched expert, TILES row tiles) in turn (warp w of the grid: items w, w + all warps, ...), runs each item's passes
+// over all K groups itself, and keeps U groups' weights, scales and x fragments in flight across item and pass
+// boundaries: a ring of U slots, each refilled with the next (item, pass, group) as soon as it is used, so a warp's
+// loads never stop for a reduction or a __syncthreads. Made for the small experts of decode (Qwen3, OLMoE: 6-16 KB
+// per 16-channel tile), where the split form runs one short K walk per item between reductions. The touched experts'
+// first routed row and row count sit in shared memory beside their list; the routed x rows of a pass are read when
+// the ring enters it (one L2 round trip per pass of a warp, none in routed order).
+struct Walk {  // where a warp is in its sequence of (item, pass, group)
+  int item, m0, grp;
+};
+
+struct Slot {
+  Group w;
+  uint4 xb[NT][CPG][2];  // x of batch rows g + 8 j at k = 64 (grp CPG + c) + 16 t .. + 15
+};
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, TCG_MINB)
+    grouped_w4a16_walk(const uint4* __restrict__ W, const unsigned* __restrict__ SZ, const __half* __restrict__ x,
+                       __half* __restrict__ y, const int* __restrict__ rows, const int* __restrict__ offsets, int E,
+                       int N, int K, int gather) {
+  __shared__ short list[GROUPED_MAX_E];
+  __shared__ int first[GROUPED_MAX_E], count[GROUPED_MAX_E];
+  const int touched = touched_experts(offsets, E, list);
+  for (int i = threadIdx.x; i < touched; i += blockDim.x) {
+    const int e = list[i], s = __ldg(offsets + e);
+    first[i] = s;
+    count[i] = __ldg(offsets + e + 1) - s;
+  }
+  __syncthreads();
+  const Ctx p = make_ctx(W, SZ, x, y, 0, N, K);
+  const int tgroups = (p.ntiles + TILES - 1) / TILES, items = touched * tgroups;
+  const int stride = gridDim.x * WARPS;
+  auto next = [&](Walk& c) {
+    if (++c.grp < p.groups) return;
+    c.grp = 0;
+    c.m0 += 8 * NT;
+    if (c.m0 < count[c.item / tgroups]) return;
+    c.m0 = 0;
+    c.item += stride;
+  };
+  Walk lc{(int)blockIdx.x * WARPS + p.warp, 0, 0}, cc = lc;
+  int lxr[NT];  // the x rows of the load cursor's pass
+  auto load = [&](Slot& s) {
+    if (lc.item >= items) return;
+    const int i = lc.item / tgroups, tile0 = (lc.item % tgroups) * TILES;
+    if (lc.grp == 0) routed_rows(lxr, rows, first[i], lc.m0, min(8 * NT, count[i] - lc.m0), p.g, gather);
+    Ctx q = p;
+    q.W = W + (size_t)list[i] * p.ntiles * p.chunks * 32;
+    q.SZ = SZ + (size_t)list[i] * p.ntiles * p.groups * 16;
+    load_group(q, s.w, tile0, lc.grp);
+#pragma unroll
+    for (int c = 0; c < CPG; ++c)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int k0 = (lc.grp * CPG + c) * 64 + 16 * p.t;
+        uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+        if (lxr[j] >= 0) {
+          const uint4* src = reinterpret_cast<const uint4*>(x + (size_t)lxr[j] * K + k0);
+          lo = __ldg(src);
+          hi = __ldg(src + 1);
+        }
+        s.xb[j][c][0] = lo;
+        s.xb[j][c][1] = hi;
+      }
+    next(lc);
+  };
+  Slot ring[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) load(ring[u]);
+  Acc acc;
+  zero_sums(acc);
+  while (cc.item < items) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (cc.item >= items) break;
+      const Slot& s = ring[u];
+      Zero z0[TILES], z8[TILES];
+      Acc part;
+#pragma unroll
+      for (int r = 0; r < TILES; ++r) {
+        z0[r] = Zero(s.w.sz0[r]);
+        z8[r] = Zero(s.w.sz8[r]);
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) part[r][j][i] = 0.f;
+      }
+#pragma unroll
+      for (int c = 0; c < CPG; ++c)
+#pragma unroll
+        for (int r = 0; r < TILES; ++r) {
+          const unsigned words[4] = {s.w.w[r][c].x, s.w.w[r][c].y, s.w.w[r][c].z, s.w.w[r][c].w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            unsigned a[4];
+            dequant(a, words[q], z0[r], z8[r]);
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+              const uint4& v = s.xb[j][c][q >> 1];
+              mma_f16(part[r][j], a, (q & 1) ? v.z : v.x, (q & 1) ? v.w : v.y);
+            }
+          }
+        }
+#pragma unroll
+      for (int r = 0; r < TILES; ++r) {
+        const float s0 = lo_half(s.w.sz0[r]), s8 = lo_half(s.w.sz8[r]);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          acc[r][j][0] = fmaf(s0, part[r][j][0], acc[r][j][0]);
+          acc[r][j][1] = fmaf(s0, part[r][j][1], acc[r][j][1]);
+          acc[r][j][2] = fmaf(s8, part[r][j][2], acc[r][j][2]);
+          acc[r][j][3] = fmaf(s8, part[r][j][3], acc[r][j][3]);
+        }
+      }
+      if (cc.grp == p.groups - 1) {  // the pass is summed: this warp stores it
+        const int i = cc.item / tgroups, tile0 = (cc.item % tgroups) * TILES;
+        const int M = min(8 * NT, count[i] - cc.m0), base = first[i] + cc.m0;
+#pragma unroll
+        for (int r = 0; r < TILES; ++r)
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const int m = 8 * j + 2 * p.t + (q & 1), n = (tile0 + r) * 16 + p.g + 8 * (q >> 1);
+              if (m < M && tile0 + r < p.ntiles) y[(size_t)(base + m) * N + n] = __float2half_rn(acc[r][j][q]);
+            }
+        zero_sums(acc);
+      }
+      next(cc);
+      load(ring[u]);
+    }
+  }
+}
