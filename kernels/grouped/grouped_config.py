@@ -92,6 +92,9 @@ def busiest_rows(batch: int, experts: int, top_k: int) -> float:
 
 
 TC_NT_MAX = 12  # up to 96 rows of an expert per pass
+# the walking form (grouped_w4a16_walk): passes of at most 16 rows (its ring holds each slot's x fragments), 4 warps a
+# CTA (each walks its own items), 3 groups in flight per warp at 8 rows a pass and 2 at 16, no register cap
+WALK_NT_MAX = 2
 STATIC_SMEM = 48 * 1024  # static __shared__ limit of a kernel
 
 
@@ -121,6 +124,9 @@ def choose_tc_config(batch: int, N: int, K: int, experts: int, top_k: int, schem
         cfg = TcConfig(nt=nt, warps=warps, u=u, minb=1 if nt > 4 else 2, scheme=scheme)
     while cfg.warps > 1 and cfg.smem_bytes() > STATIC_SMEM:
         cfg = TcConfig(**{**cfg.__dict__, "warps": cfg.warps // 2})
+    if override.get("walk"):
+        nt = min(nt, WALK_NT_MAX)
+        cfg = TcConfig(nt=nt, warps=4, u=3 if nt == 1 else 2, minb=1, scheme=scheme, walk=True)
     cfg = TcConfig(**{**cfg.__dict__, **override})
     if cfg.walk and scheme != "w4a16":
         raise InputError(f"the walking form is grouped_w4a16_walk's (scheme w4a16), not {scheme}'s")
