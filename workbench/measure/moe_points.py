@@ -83,7 +83,8 @@ def spec(kernel: str) -> KernelSpec:
         raise InputError(f"unknown grouped kernel {kernel!r}; valid with --moe: {', '.join(KERNELS)}")
     scheme, source, tc = KERNELS[kernel]
     return KernelSpec(name=kernel, scheme=scheme, backend="nvrtc", role="optimized",
-                      runner="workbench.measure.moe_points:runner_factory", m_min=1, m_max=MAX_BATCH.get(kernel, MOE_BATCH_MAX),
+                      runner="workbench.measure.moe_points:runner_factory", m_min=1,
+                      m_max=MAX_BATCH.get(kernel, MOE_BATCH_MAX),
                       min_cc=MIN_CC.get(kernel, 80), max_cc=MAX_CC.get(kernel), source=source,
                       entry=ENTRY[(kernel, True)],
                       geometry="persistent grid over (touched expert, row tile) items, one launch per layer")
