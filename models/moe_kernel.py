@@ -12,8 +12,6 @@ expert's rows ~ Bin(B, q_e)) the layer's terms, for the kernel-tier's KernelPara
   tensor   2 · P · R · N · K on the kernel's mma.sync path                 (p.tc_eff: the GEMV-class tile's issue rate)
   alu      W4A16: N · K · P weights converted; FP8: the same count of e4m3 → fp16 conversions (p.alu_dq)
   fixed    the read curve at its smallest size, plus p.extra_fixed_s
-The walking form (grouped_w4a16_walk) has the same terms without the fixup (its warps do not split K); its passes
-hold at most 16 rows, and predictions take it up to batch 32 only.
 The wgmma GEMM (grouped_bf16_wg, `widths`) runs each pass of R = 64 or 128 rows as an item of its own on the
 smallest wgmma width W(c) in {16, 32, 64, 128} holding the pass's rows: memory = the read curve of P passes' weights,
 tensor = 2 · Σ_e E[Σ_passes W] · N · K, the x rows read from L2 once per 128-channel tile (the fixup term).
@@ -45,7 +43,6 @@ class GroupedFacts:
     row_step: int = 8  # rows of an n-tile
     rows_max: int = 96  # n-tiles per pass at most (TC_NT_MAX = 12)
     big_over_l2: float = 2.0  # experts larger than this x L2: passes sized to the busiest expert, re-read from DRAM
-    batch_max: int = 1 << 30  # the batches the kernel is made for (kernels/grouped/grouped.py MAX_BATCH)
     # a wgmma GEMM (grouped_bf16_wg): the instruction widths an item picks from (the smallest holding its pass's
     # rows); passes of `wide_rows` rows, or twice that where uniform routing's busiest expert has more; each pass an
     # item of its own (weights read from DRAM again), x rows read from L2 once per bn-channel tile, bn_wide channels
@@ -64,10 +61,6 @@ GROUPED: dict[str, GroupedFacts] = {
                                                                    stream_k_ctas=SPLIT_K)),
     "grouped_w4a16_tc": GroupedFacts("w4a16", KernelFacts(family="gemv", path="mma_sync_f16", dequant="w4",
                                                                       stream_k_ctas=SPLIT_K)),
-    # the walking form (grouped_w4a16_walk): every warp runs whole items over all of K (no partial sums between
-    # warps, so no fixup term), passes of at most 16 rows (WALK_NT_MAX), made for batches up to 32
-    "grouped_w4a16_walk": GroupedFacts("w4a16", KernelFacts(family="gemv", path="mma_sync_f16", dequant="w4"),
-                                       rows_max=16, batch_max=32),
     # wgmma with both operands in shared memory (kernels/grouped/grouped_wg.cu): the dense wg_bf16's path; its
     # parameters are fitted where the dataset has its rows on a calibrated GPU, else its family's median
     "grouped_bf16_wg": GroupedFacts("bf16", KernelFacts(family="wgmma", path="wgmma_bf16"), widths=(16, 32, 64, 128)),
@@ -208,7 +201,7 @@ def layer_terms(layer: Layer, gpu: GpuTerms, l2_bytes: float) -> tuple[Terms, di
     terms = Terms(fixed=one * gpu.fixed_s, memory=np.maximum(gpu.read_time(one * V) - gpu.fixed_s, 0.0),
                   dequant=one * dq, rows=one * per_pass,
                   tensor=one * 2.0 * P * R * layer.N * layer.K / gpu.path_flops[f.path],
-                  fixup=one * (4.0 * P * R * layer.N / gpu.l2_bytes_per_s if f.stream_k_ctas else 0.0))
+                  fixup=one * 4.0 * P * R * layer.N / gpu.l2_bytes_per_s)
     figures = {"pass_rows": float(R), "passes": P, "touched": touched, "bytes": V,
                "flops": 2.0 * rows * layer.N * layer.K}
     return terms, figures

@@ -50,17 +50,6 @@ def test_configurations_follow_the_batch_and_the_expert_size():
     assert grouped_config.choose_tc_config(4, 2048, 1024, 64, 8, scheme="w4a16", warps=2).warps == 2  # overrides win
 
 
-def test_the_walking_form_is_w4a16s_and_keeps_no_sums_in_shared_memory():
-    walk = grouped_config.choose_tc_config(1, 1536, 2048, 128, 8, scheme="w4a16", walk=True, u=4)
-    split = grouped_config.choose_tc_config(1, 1536, 2048, 128, 8, scheme="w4a16")
-    # the experts' first rows and counts (two int per expert) instead of the warps' fp32 sums; the list beside both
-    assert walk.smem_bytes() == 8 * grouped_config.MAX_EXPERTS + 2 * grouped_config.MAX_EXPERTS + 16
-    assert split.smem_bytes() == split.warps * 16 * split.nt * 8 * 4 + 2 * grouped_config.MAX_EXPERTS + 16
-    assert not split.walk and walk.options() == grouped_config.TcConfig(**{**walk.__dict__, "walk": False}).options()
-    with pytest.raises(InputError, match="walking form is grouped_w4a16_walk's"):
-        grouped_config.choose_tc_config(1, 1536, 2048, 128, 8, scheme="bf16", walk=True)
-
-
 def test_fp8_configurations():
     # DeepSeek-V3 gate+up at B = 1: 112 chunks of 64 bytes a row: 16 warps, two chunks each in flight
     cfg = grouped_config.choose_tc_config(1, 4096, 7168, 256, 8, scheme="fp8")

@@ -90,27 +90,11 @@ def test_tc_configs(cfg, B):
 
 
 @pytest.mark.parametrize("cfg", [{"nt": 1}, {"nt": 4, "warps": 4}, {"warps": 2, "tiles": 2}, {"u": 2, "minb": 1},
-                                 {"nt": 10, "minb": 1}, {"warps": 8, "u": 2}, {"walk": True}, {"walk": True, "u": 3},
-                                 {"walk": True, "nt": 2, "u": 2, "warps": 8}, {"walk": True, "tiles": 2, "warps": 2},
-                                 {"walk": True, "u": 4, "minb": 1}])
+                                 {"nt": 10, "minb": 1}, {"warps": 8, "u": 2}])
 @pytest.mark.parametrize("B", [3, 40])
 def test_w4_tc_configs(cfg, B):
     err, _ = _check("grouped_w4a16_tc", B, 80, 640, 6, 2, **cfg)  # 5 row tiles, 5 groups: partial groups and steps
     assert err < TOL
-
-
-@pytest.mark.parametrize("cfg", [{"u": 3}, {"u": 2, "nt": 2}, {"u": 4, "warps": 8}])
-@pytest.mark.parametrize("gather", [True, False])
-def test_w4_walk_passes_and_items(tmp_path, cfg, gather):
-    # the walking form's ring crosses pass and item boundaries: every token on one expert (100 rows: 13 passes of 8,
-    # 7 of 16), then the models' small experts (one group per ring slot left over at the end of a warp's items)
-    h = tmp_path / "one.txt"
-    h.write_text("0 0 1000 0 0 0 0 0")
-    err, routed = _check("grouped_w4a16_tc", 100, 64, 384, 8, 1, routing=str(h), gather=gather, walk=True, **cfg)
-    assert routed.counts.tolist() == [0, 0, 100, 0, 0, 0, 0, 0] and err < TOL
-    for B in (1, 16):
-        assert _check("grouped_w4a16_tc", B, 1536, 2048, 32, 8, gather=gather, walk=True, **cfg)[0] < TOL
-        assert _check("grouped_w4a16_tc", B, 2048, 768, 32, 8, gather=gather, walk=True, **cfg)[0] < TOL
 
 
 @pytest.mark.parametrize("cfg", [{"nt": 1}, {"nt": 4, "warps": 16}, {"warps": 4, "tiles": 2}, {"u": 2, "minb": 1},

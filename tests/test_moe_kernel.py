@@ -43,10 +43,8 @@ def test_pass_rows_and_bytes_match_the_kernels_own_policy(model):
                     bn = tile_channels(g, b, layer.N, layer.experts, layer.top_k, rows)
                     assert rows == cfg.bm_max and bn == 64 * cfg.wg and g.widths[-1] == 128, name
                     continue
-                walk = {"walk": True} if name == "grouped_w4a16_walk" else {}
-                cfg = choose_tc_config(b, layer.N, layer.K, layer.experts, layer.top_k, scheme=g.scheme, l2_bytes=L2,
-                                       **walk)
-                assert rows == 8 * cfg.nt, name
+                cfg = choose_tc_config(b, layer.N, layer.K, layer.experts, layer.top_k, scheme=g.scheme, l2_bytes=L2)
+                assert rows == 8 * cfg.nt
     if model == "mixtral-8x7b":  # 8 x 112 items of 256 channels at B = 256 (gate+up); its down layer has 8 x 16
         assert choose_wg_config(256, 28672, 4096, 8, 2).wg == 4 and choose_wg_config(256, 4096, 14336, 8, 2).wg == 2
 

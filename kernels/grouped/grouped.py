@@ -53,7 +53,6 @@ from models.moe import Routing, draw, parse_routing, route
 KERNELS = {"grouped_bf16": ("bf16", "grouped_gemv.cu", False), "grouped_bf16_tc": ("bf16", "grouped_tc.cu", True),
            "grouped_w4a16": ("w4a16", "grouped_gemv.cu", False),
            "grouped_w4a16_tc": ("w4a16", "grouped_w4_tc.cu", True),
-           "grouped_w4a16_walk": ("w4a16", "grouped_w4_tc.cu", True),
            "grouped_fp8_tc": ("fp8", "grouped_q8_tc.cu", True),
            "grouped_bf16_tc_silu": ("bf16", "grouped_tc.cu", True),
            "grouped_bf16_wg": ("bf16", "grouped_wg.cu", True)}
@@ -61,15 +60,11 @@ KERNELS = {"grouped_bf16": ("bf16", "grouped_gemv.cu", False), "grouped_bf16_tc"
 SILU_KERNELS = ("grouped_bf16_tc_silu",)
 MIN_CC = {"grouped_fp8_tc": 89, "grouped_bf16_wg": 90}  # e4m3 cvt and mma.sync (sm_89); wgmma; the others: sm_80
 MAX_CC = {"grouped_bf16_wg": 90}  # the sm_90a target runs on compute capability 9.0 only
-# the batches a kernel is made for (the sweep measures it up to there; it runs any batch): the walking form's passes
-# hold at most 16 rows, so busier experts' weights are read again per pass
-MAX_BATCH = {"grouped_w4a16_walk": 32}
 WG_KERNELS = ("grouped_bf16_wg",)
 ENTRY = {("grouped_bf16", True): "grouped_gemv_bf16", ("grouped_bf16", False): "grouped_gemv_bf16",
          ("grouped_bf16_tc", True): "grouped_f16_tc", ("grouped_bf16_tc", False): "grouped_f16_tc",
          ("grouped_w4a16", True): "grouped_gemv_w4a16", ("grouped_w4a16", False): "grouped_gemv_w4a16_routed",
          ("grouped_w4a16_tc", True): "grouped_w4a16_tc", ("grouped_w4a16_tc", False): "grouped_w4a16_tc",
-         ("grouped_w4a16_walk", True): "grouped_w4a16_walk", ("grouped_w4a16_walk", False): "grouped_w4a16_walk",
          ("grouped_fp8_tc", True): "grouped_fp8_tc", ("grouped_fp8_tc", False): "grouped_fp8_tc",
          ("grouped_bf16_tc_silu", True): "grouped_f16_tc", ("grouped_bf16_tc_silu", False): "grouped_f16_tc",
          ("grouped_bf16_wg", True): "grouped_wg_bf16", ("grouped_bf16_wg", False): "grouped_wg_bf16"}
@@ -185,8 +180,6 @@ class GroupedRunner:
             threads, dyn = cfg.warps * 32, 0
             tiles = -(-N // 16) if self.tc else -(-N // cfg.rw)
             items = min(self.experts, M * self.top_k) * tiles  # the most (touched expert, tile) items
-            if getattr(cfg, "walk", False):  # a warp per item (of `tiles` row tiles)
-                items = -(-items // (cfg.tiles * cfg.warps))
             smem = int(getattr(func, "shared_size_bytes", 0) or 0)
             per_sm = min(resident_blocks(func, threads), max(1, (227 * 1024) // (smem + 1024)))
             grid = min(items, per_sm * device_sms())
@@ -226,8 +219,7 @@ class GroupedRunner:
         cfg = self.launch_config(M, N, K)
         if isinstance(cfg, WgConfig):
             return self.source, cfg.expression(), "sm_90a", ()
-        entry = ENTRY[("grouped_w4a16_walk" if getattr(cfg, "walk", False) else self.kernel, self.gather)]
-        return self.source, entry, build.device_arch(), cfg.options()
+        return self.source, ENTRY[(self.kernel, self.gather)], build.device_arch(), cfg.options()
 
     def launch_config(self, M: int, N: int, K: int) -> Config | TcConfig | WgConfig:
         if self.kernel in WG_KERNELS:
@@ -236,10 +228,9 @@ class GroupedRunner:
             import cupy as cp
 
             l2 = int(cp.cuda.Device().attributes["L2CacheSize"])
-            form = {"silu": True} if self.silu == "interleaved" else \
-                {"walk": True} if self.kernel == "grouped_w4a16_walk" else {}
+            silu = {"silu": True} if self.silu == "interleaved" else {}
             return choose_tc_config(M, N, K, self.experts, self.top_k, scheme=self.scheme, l2_bytes=l2,
-                                    **{**form, **self.config})
+                                    **{**silu, **self.config})
         return choose_config(self.scheme, M, K, self.experts, self.top_k, **self.config)
 
     def reference(self, w: tuple[Any, ...], x: Any, r: Routed, N: int, K: int) -> Any:

@@ -48,14 +48,10 @@ class TcConfig:
     # 0.95-1.45x the f16 path's time on the four models' experts, docs/moe.md)
     f16: bool = True
     silu: bool = False  # bf16: SiLU·mul in the epilogue (grouped_bf16_tc_silu)
-    # W4A16: every warp walks whole items over all of K, `u` groups in flight across items (grouped_w4a16_walk)
-    walk: bool = False
 
     def smem_bytes(self) -> int:
-        """Static shared memory: the warps' fp32 sums of a row tile (walk: the experts' first rows and counts) and
-        the touched-expert list."""
-        sums = 8 * MAX_EXPERTS if self.walk else self.warps * 16 * self.nt * 8 * 4
-        return sums + 2 * MAX_EXPERTS + 16  # + the list's count, aligned
+        """Static shared memory: the warps' fp32 sums of a row tile and the touched-expert list."""
+        return self.warps * 16 * self.nt * 8 * 4 + 2 * MAX_EXPERTS + 16  # + the list's count, aligned
 
     def options(self) -> tuple[str, ...]:
         if self.scheme == "fp8":
@@ -92,9 +88,6 @@ def busiest_rows(batch: int, experts: int, top_k: int) -> float:
 
 
 TC_NT_MAX = 12  # up to 96 rows of an expert per pass
-# the walking form (grouped_w4a16_walk): passes of at most 16 rows (its ring holds each slot's x fragments), 4 warps a
-# CTA (each walks its own items), 3 groups in flight per warp at 8 rows a pass and 2 at 16, no register cap
-WALK_NT_MAX = 2
 STATIC_SMEM = 48 * 1024  # static __shared__ limit of a kernel
 
 
@@ -124,12 +117,7 @@ def choose_tc_config(batch: int, N: int, K: int, experts: int, top_k: int, schem
         cfg = TcConfig(nt=nt, warps=warps, u=u, minb=1 if nt > 4 else 2, scheme=scheme)
     while cfg.warps > 1 and cfg.smem_bytes() > STATIC_SMEM:
         cfg = TcConfig(**{**cfg.__dict__, "warps": cfg.warps // 2})
-    if override.get("walk"):
-        nt = min(nt, WALK_NT_MAX)
-        cfg = TcConfig(nt=nt, warps=4, u=3 if nt == 1 else 2, minb=1, scheme=scheme, walk=True)
     cfg = TcConfig(**{**cfg.__dict__, **override})
-    if cfg.walk and scheme != "w4a16":
-        raise InputError(f"the walking form is grouped_w4a16_walk's (scheme w4a16), not {scheme}'s")
     if cfg.smem_bytes() > STATIC_SMEM:
         raise InputError(f"grouped {scheme} tensor-core config {cfg.warps} warps x {cfg.nt} n-tiles needs "
                          f"{cfg.smem_bytes()} bytes of shared memory; at most {STATIC_SMEM}")

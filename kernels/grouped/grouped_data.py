@@ -78,7 +78,7 @@ def dequantized(kernel: str, weights: tuple[Any, ...], expert: int, N: int, K: i
         return quant.from_bf16_bits(bits, cp).astype(cp.float64)
     if kernel in ("grouped_bf16", "grouped_bf16_wg"):
         return quant.from_bf16_bits(weights[0][sl], cp).astype(cp.float64)
-    if kernel in ("grouped_w4a16_tc", "grouped_w4a16_walk"):  # pack_w4a16_tc: codes [N/16, K/64, 32, 4], sz [.., 16]
+    if kernel == "grouped_w4a16_tc":  # pack_w4a16_tc layouts: codes [N/16, K/64, 32, 4], scale+zero [N/16, K/G, 16]
         codes = pack_w4.unpack_w4_tc(weights[0][sl].reshape(N // 16, K // 64, 32, 4), N, cp).astype(cp.float64)
         sz = cp.ascontiguousarray(weights[1][sl].reshape(N // 16, K // G, 16).transpose(0, 2, 1)).reshape(N, K // G)
     else:

@@ -87,7 +87,7 @@ def layers(model: Any, gpu: str, schemes: list[str], batches: list[int], routing
              "batch": int(b), "N": x.N, "K": x.K, "experts": x.experts, "top_k": x.top_k, "routing": r,
              "count": x.count}
             for x in model.layers if x.experts > 1 for s in schemes if s in KERNELS_OF_SCHEME
-            for k in KERNELS_OF_SCHEME[s] if runs_on(k, cc) for b in batches if b <= GROUPED[k].batch_max]
+            for k in KERNELS_OF_SCHEME[s] if runs_on(k, cc) for b in batches]
     if not rows:
         return pd.DataFrame(columns=["model", "layer", "scheme", "kernel", "batch", *FIGURES])
     out = grouped_tier(pd.DataFrame(rows), calibrations, table)

@@ -25,8 +25,8 @@ from workbench.measure.profiler import Point, Shape
 
 # scheme -> the grouped kernels the sweep measures it with (the tensor-core ones, docs/moe.md; bf16 also the wgmma
 # GEMM, which plan leaves out off sm_90)
-SCHEME_KERNELS = {"bf16": ("grouped_bf16_tc", "grouped_bf16_wg"),
-                  "w4a16": ("grouped_w4a16_tc", "grouped_w4a16_walk"), "fp8": ("grouped_fp8_tc",)}
+SCHEME_KERNELS = {"bf16": ("grouped_bf16_tc", "grouped_bf16_wg"), "w4a16": ("grouped_w4a16_tc",),
+                  "fp8": ("grouped_fp8_tc",)}
 MOE_BATCH_MAX = 4096
 
 
@@ -77,14 +77,13 @@ def _runner_class() -> type:
 
 def spec(kernel: str) -> KernelSpec:
     """A KernelSpec for a grouped kernel (they are not in the registry's PROVIDERS: their problems need a setup)."""
-    from kernels.grouped.grouped import ENTRY, KERNELS, MAX_BATCH, MAX_CC, MIN_CC
+    from kernels.grouped.grouped import ENTRY, KERNELS, MAX_CC, MIN_CC
 
     if kernel not in KERNELS:
         raise InputError(f"unknown grouped kernel {kernel!r}; valid with --moe: {', '.join(KERNELS)}")
     scheme, source, tc = KERNELS[kernel]
     return KernelSpec(name=kernel, scheme=scheme, backend="nvrtc", role="optimized",
-                      runner="workbench.measure.moe_points:runner_factory", m_min=1,
-                      m_max=MAX_BATCH.get(kernel, MOE_BATCH_MAX),
+                      runner="workbench.measure.moe_points:runner_factory", m_min=1, m_max=MOE_BATCH_MAX,
                       min_cc=MIN_CC.get(kernel, 80), max_cc=MAX_CC.get(kernel), source=source,
                       entry=ENTRY[(kernel, True)],
                       geometry="persistent grid over (touched expert, row tile) items, one launch per layer")
