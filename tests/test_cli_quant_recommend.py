@@ -68,6 +68,20 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv):
     assert len(lines) == 1 and "Traceback" not in err, err
 
 
+def test_unreadable_weights_and_overflowing_synthetic_weights_are_one_line(capsys, tmp_path):
+    (tmp_path / "empty.npy").write_bytes(b"")
+    np.save(tmp_path / "w.npy", np.ones((8, 128)))
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "w.npy").read_bytes()[:100])
+    for argv, says in ((("--weights", tmp_path / "empty.npy"), "not a readable .npy array"),
+                       (("--weights", tmp_path / "cut.npy"), "not a readable .npy array"),
+                       (("--shape", "64x256", "--std", "1e308"), "overflow float64"),
+                       (("--shape", "64x256", "--dist", "student-t", "--std", "1e308"), "overflow float64"),
+                       (("--shape", "64x256", "--dist", "outliers", "--std", "1e300", "--magnitude", "1e300"),
+                        "overflow float64")):
+        code, out, err = _run(capsys, "quant-error", *map(str, argv))
+        assert code == 2 and err.count("\n") == 1 and says in err and "Traceback" not in err, (argv, err)
+
+
 def test_recommend_shape_and_model(capsys, tmp_path):
     out_csv = tmp_path / "r.csv"
     code, out, err = _run(capsys, "recommend", "--shape", "22016x4096", "--csv", str(out_csv))
