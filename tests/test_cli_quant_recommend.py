@@ -79,6 +79,7 @@ def test_quant_error_real_matrix_to_stdout(capsys, tmp_path):
     ("recommend", "--scheme", "bf16,,fp16"),
     ("recommend", "--shape", "4096x4096", "--max-error", "0.05", "--error-shape", "64x256", "--seed", "-1"),
     ("recommend", "--shape", "4096x4096", "--max-error", "0.05", "--error-shape", "100000x100000"),
+    ("recommend", "--gpu", "h100-sxm", "--scheme", "nvfp4"),  # a scheme never measured: was an IndexError
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv):
     code, out, err = _run(capsys, *argv)
