@@ -405,3 +405,18 @@ def test_subprocesses_exit_2_with_one_line(sandbox, capsys):
         TRIED["subprocess"] += 1
     with capsys.disabled():
         print(f"\nCLI named cases: {TRIED['named']} in process + {TRIED['subprocess']} subprocesses, refused cleanly")
+
+
+def test_an_eoferror_in_a_command_is_one_error_line_and_exit_2(sandbox, monkeypatch):
+    """typer >= 0.16 turns an EOFError raised in a command (a truncated file read) into its own typer.exceptions.Abort,
+    which derives from no click class: refused in one line, exit 2, not a traceback (typer writes an empty line
+    first)."""
+    from workbench.analysis import quant_error
+
+    def truncated(*_args, **_kwargs):
+        raise EOFError("No data left in file")
+
+    monkeypatch.setattr(quant_error, "load_matrix", truncated)
+    code, out, err = run_inprocess(["quant-error", "--weights", str(sandbox / "w.npy")])
+    assert code == 2 and "Traceback" not in err + out, err
+    assert err.strip().splitlines() == ["error: unexpected end of input (No data left in file)"], err

@@ -60,12 +60,55 @@ def test_quant_error_real_matrix_to_stdout(capsys, tmp_path):
     ("recommend", "--weights", "/nonexistent/w.npy"),
     ("recommend", "--data", "/nonexistent"),
     ("recommend", "--model", "llama-2-7b", "--batch", "0"),
+    # the shared parsers of cli_args: limits, digit counts, empty items (these gave tracebacks or were ignored)
+    ("quant-error", "--shape", "9999999999x4096"),
+    ("quant-error", "--shape", "100000x100000"),
+    ("quant-error", "--shape", "1" * 5000 + "x4"),
+    ("quant-error", "--shape", "64x256", "--seed", "-1"),
+    ("quant-error", "--shape", "64x256", "--tokens", "100000000"),
+    ("quant-error", "--shape", "64x256", "--tokens", "9" * 20),
+    ("quant-error", "--shape", "64x256", "--format", ""),
+    ("quant-error", "--shape", "64x256", "--format", "int4,"),
+    ("quant-error", "--shape", "64x256", "--group-size", "9" * 5000),
+    ("recommend", "--model", "llama-2-7b", "--batch", "9" * 20),
+    ("recommend", "--model", "llama-2-7b", "--batch", "100000"),
+    ("recommend", "--model", "llama-2-7b", "--batch", "1,,2"),
+    ("recommend", "--model", ""),
+    ("recommend", "--shape", ""),
+    ("recommend", "--shape", "1" * 5000 + "x4"),
+    ("recommend", "--scheme", "bf16,,fp16"),
+    ("recommend", "--shape", "4096x4096", "--max-error", "0.05", "--error-shape", "64x256", "--seed", "-1"),
+    ("recommend", "--shape", "4096x4096", "--max-error", "0.05", "--error-shape", "100000x100000"),
+    ("recommend", "--gpu", "h100-sxm", "--scheme", "nvfp4"),  # a scheme never measured: was an IndexError
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv):
     code, out, err = _run(capsys, *argv)
     assert code == 2, (argv, out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
+
+
+def test_a_csv_not_ending_in_csv_is_refused_and_nothing_written(capsys, tmp_path):
+    """--csv took any path (x.txt, '', a device: the atomic rename replaced /dev/full with a regular file)."""
+    for argv in (("quant-error", "--shape", "64x256"), ("recommend", "--shape", "4096x4096", "--gpu", "h100-sxm")):
+        for bad in (str(tmp_path / "rows.txt"), str(tmp_path / "rows.csv.bak"), "", " "):
+            code, out, err = _run(capsys, *argv, "--csv", bad)
+            assert code == 2 and err.count("\n") == 1 and "ending in .csv" in err, (argv, bad, err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unreadable_weights_and_overflowing_synthetic_weights_are_one_line(capsys, tmp_path):
+    (tmp_path / "empty.npy").write_bytes(b"")
+    np.save(tmp_path / "w.npy", np.ones((8, 128)))
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "w.npy").read_bytes()[:100])
+    for argv, says in ((("--weights", tmp_path / "empty.npy"), "not a readable .npy array"),
+                       (("--weights", tmp_path / "cut.npy"), "not a readable .npy array"),
+                       (("--shape", "64x256", "--std", "1e308"), "overflow float64"),
+                       (("--shape", "64x256", "--dist", "student-t", "--std", "1e308"), "overflow float64"),
+                       (("--shape", "64x256", "--dist", "outliers", "--std", "1e300", "--magnitude", "1e300"),
+                        "overflow float64")):
+        code, out, err = _run(capsys, "quant-error", *map(str, argv))
+        assert code == 2 and err.count("\n") == 1 and says in err and "Traceback" not in err, (argv, err)
 
 
 def test_recommend_shape_and_model(capsys, tmp_path):

@@ -9,7 +9,8 @@ import pytest
 
 from models.errors import InputError
 from tests.fakes_multigpu import FakeBackend, fake_points, fake_uuid
-from workbench.measure.cluster import gpu_kinds, kind_matches, profile_ray, require_ray
+from workbench.interfaces.cli import main
+from workbench.measure.cluster import check_address, gpu_kinds, kind_matches, profile_ray, require_ray
 from workbench.measure.multigpu import sibling_outs
 from workbench.measure.timing import TimingConfig
 from workbench.storage import store
@@ -35,6 +36,33 @@ def test_without_ray_the_option_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(InputError, match=r"\[cluster\]"):
         require_ray()
+
+
+def test_a_malformed_or_unreachable_address_is_refused_before_ray_init():
+    """ray.init retries an unreachable head for minutes, logging every few seconds; the address is checked first."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    for address, says in (("bogus:99999", "port 1..65535"), ("headnode", "HOST:PORT"), (":6379", "HOST:PORT"),
+                          ("host:" + "9" * 5000, "port 1..65535"), (f"127.0.0.1:{closed}", "cannot reach"),
+                          (f"ray://127.0.0.1:{closed}", "cannot reach"), ("no.such.host.invalid:6379", "cannot reach")):
+        with pytest.raises(InputError, match=says):
+            check_address(address, timeout_s=2)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        for address in ("local", "auto", f"127.0.0.1:{s.getsockname()[1]}", f"ray://localhost:{s.getsockname()[1]}"):
+            check_address(address, timeout_s=2)
+
+
+def test_empty_gpus_or_ray_is_refused_not_read_as_one_local_gpu(capsys, tmp_path):
+    for option in ("--gpus", "--ray"):
+        assert main(["profile", option, "", "--data-dir", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err == f"error: {option} is empty; give a value or leave the option out\n", err
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.fixture(scope="module")

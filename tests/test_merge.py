@@ -134,6 +134,24 @@ def test_cli_merge_to_a_data_dir_then_validate_gives_a_verdict_per_gpu(three, tm
     assert data.measured_gpus == ["a100-sxm-80gb", "h100-sxm", "h200-sxm"]
 
 
+def test_a_bad_input_creates_no_output_folder_and_empty_arguments_are_refused(three, tmp_path, capsys,
+                                                                               monkeypatch):
+    bad = tmp_path / "bad"
+    (bad / "calibration").mkdir(parents=True)
+    (bad / "calibration" / "x.json").write_text("{not json")
+    dest = tmp_path / "new" / "merged"
+    assert main(["merge", *map(str, three), str(bad), "--out", str(dest)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()  # the output folder was made before the inputs were read
+    monkeypatch.chdir(tmp_path / "b")  # '' was Path('.'): the working folder read, or made a data dir
+    for argv in (["merge", "", "--out", str(dest)], ["merge", str(three[0]), "--out", ""]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is empty" in err, (argv, err)
+    assert not (tmp_path / "new").exists() and sorted(p.name for p in (tmp_path / "b").iterdir()) == [
+        "x.gpu-bbbb0000.parquet"]
+
+
 def test_merged_calibrations_keep_the_newest_per_gpu(tmp_path):
     for i, stamp in enumerate(("2026-12-01T00:00:00Z", "2026-12-03T00:00:00Z")):
         d = tmp_path / f"d{i}"

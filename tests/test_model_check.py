@@ -64,6 +64,13 @@ def test_bad_inputs_one_line_exit_2(capsys, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_model_fit_checks_its_output_before_fitting(capsys, tmp_path):
+    """An --out it cannot write: one line before the fit (not a table, a notice and then the error)."""
+    (tmp_path / "file").write_text("x")
+    code, out, err = run(capsys, "model-fit", "--out", tmp_path / "file" / "params.json")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "not a writable folder" in err, err
+
+
 def test_model_fit_writes_a_table_the_tier_reads(capsys, tmp_path):
     out = tmp_path / "model" / "params.json"
     code, _, err = run(capsys, "model-fit", "--out", out)

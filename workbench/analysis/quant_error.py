@@ -63,8 +63,10 @@ def make_weights(dist: str = "gaussian", N: int = 1024, K: int = 4096, seed: int
     if dist == "student-t":
         if not (math.isfinite(df) and df > 2):
             raise InputError(f"Student-t needs df > 2 (finite variance), got {df}")
-        return rng.standard_t(df, size=(N, K)) * std / math.sqrt(df / (df - 2))
-    w = rng.standard_normal((N, K)) * std
+        with np.errstate(over="ignore"):
+            return _finite(rng.standard_t(df, size=(N, K)) * std / math.sqrt(df / (df - 2)))
+    with np.errstate(over="ignore"):
+        w = rng.standard_normal((N, K)) * std
     if dist == "outliers":
         if outliers not in OUTLIER_KINDS:
             raise InputError(f"unknown outlier kind {outliers!r}; valid: {', '.join(OUTLIER_KINDS)}")
@@ -74,10 +76,17 @@ def make_weights(dist: str = "gaussian", N: int = 1024, K: int = 4096, seed: int
             raise InputError(f"outlier magnitude must be a positive number, got {magnitude}")
         axis_len = K if outliers == "columns" else N
         picked = rng.choice(axis_len, size=max(1, round(rate * axis_len)), replace=False)
-        if outliers == "columns":
-            w[:, picked] *= magnitude
-        else:
-            w[picked, :] *= magnitude
+        with np.errstate(over="ignore"):
+            if outliers == "columns":
+                w[:, picked] *= magnitude
+            else:
+                w[picked, :] *= magnitude
+    return _finite(w)
+
+
+def _finite(w: np.ndarray) -> np.ndarray:
+    if not np.isfinite(w).all():  # std (x magnitude) beyond float64's range
+        raise InputError("the synthetic weights overflow float64; give a smaller std (and outlier magnitude)")
     return w
 
 
@@ -137,7 +146,7 @@ def load_matrix(path: str | Path, tensor: str | None = None) -> np.ndarray:
     if p.suffix == ".npy":
         try:
             w = np.load(p, allow_pickle=False)
-        except ValueError as exc:
+        except (ValueError, EOFError) as exc:  # EOFError: an empty or truncated file
             raise InputError(f"{p} is not a readable .npy array ({str(exc).splitlines()[0]})") from None
         if tensor is not None:
             raise InputError("--tensor applies to .safetensors files only")

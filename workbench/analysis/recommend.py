@@ -110,6 +110,9 @@ def by_batch(comparison: pd.DataFrame, gpu_key: str, N: int, K: int, *, schemes:
                          + (", ".join(f"{n}x{k}" for n, k in sorted(set(zip(mine["N"], mine["K"], strict=True))))
                             or "none"))
     best = best_per_scheme(df, _candidates(df, schemes))
+    if best.empty:  # schemes asked for that this GPU never measured at this shape
+        raise InputError(f"no {mode} measurements of {', '.join(schemes or [])} at {N}x{K} on {gpu_key}; measured "
+                         f"schemes: {', '.join(sorted(set(df['scheme'].astype(str))))}")
     rows = []
     for m, g in best.groupby("M", sort=True):
         g = g.sort_values(["time_measured_s", "scheme"], kind="stable")

@@ -56,9 +56,11 @@ def _is(exc: BaseException, *names: str) -> bool:
     """Whether `exc` is an instance of a class called one of `names`, from whichever click runs typer.
 
     typer <= 0.15 raises `click.exceptions.*`; typer >= 0.16 may raise its bundled `typer._click.exceptions.*`, a
-    different class with the same name, so isinstance against the installed `click` misses it.
+    different class with the same name, so isinstance against the installed `click` misses it; typer 0.29 raises its
+    own `typer.exceptions.Abort` (for an EOFError) and `Exit`, which derive from neither.
     """
-    return any(cls.__name__ in names and "click" in cls.__module__ for cls in type(exc).__mro__)
+    return any(cls.__name__ in names and ("click" in cls.__module__ or cls.__module__.startswith("typer"))
+               for cls in type(exc).__mro__)
 
 
 def _usage_line(exc: BaseException, command_names: list[str]) -> str:
@@ -103,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         if _is(exc, "Exit"):
             return int(getattr(exc, "exit_code", 0) or 0)
         if _is(exc, "Abort"):
+            if isinstance(exc.__cause__, EOFError):  # typer >= 0.16 turns an EOFError (a truncated file) into Abort
+                return _fail(f"unexpected end of input ({exc.__cause__ or 'EOFError'})")
             return _fail("interrupted", 130)
         if _is(exc, "UsageError", "BadParameter", "NoArgsIsHelpError"):
             return _fail(_usage_line(exc, names))

@@ -153,6 +153,7 @@ def register(app: typer.Typer) -> None:
         if target.suffix != ".json":
             raise InputError(f"--out {target}: give a .json file")
         cli_args.writable_target(target, "--out" if out else "--data-dir")
+        cli_args.check_out_path(target, "--out" if out else "--data-dir")  # before the fit, creating nothing
         for m in measurements or []:
             if not m.is_file():
                 raise InputError(f"--measurements {m}: no such file")
@@ -163,11 +164,6 @@ def register(app: typer.Typer) -> None:
         if measured.empty:
             raise InputError(f"no measurements of a calibrated GPU under {root} (calibrated: "
                              f"{', '.join(sorted(cals)) or 'none'}); run `workbench calibrate` on the GPU measured")
-        if len(held):
-            gpus = ", ".join(sorted(set(held["gpu_key"].astype(str))))
-            print(f"left out {len(held)} rows of GPUs with no calibration ({gpus}): their terms are transferred, "
-                  "so they check the model (`model-check`) instead of fitting it",
-                  file=sys.stderr)
         rows = fit_rows(measured)
         from workbench.storage.store import measurement_files
 
@@ -183,6 +179,11 @@ def register(app: typer.Typer) -> None:
         atomic_write_bytes(target, table.to_json().encode())
         frame = param_frame(table)
         print(frame.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        if len(held):  # said once the file is written: an error must stay the only line on stderr
+            gpus = ", ".join(sorted(set(held["gpu_key"].astype(str))))
+            print(f"left out {len(held)} rows of GPUs with no calibration ({gpus}): their terms are transferred, "
+                  "so they check the model (`model-check`) instead of fitting it",
+                  file=sys.stderr)
         print(f"wrote {len(table.kernels)} kernels' parameters to {target}", file=sys.stderr)
 
     @app.command("kernel-facts")

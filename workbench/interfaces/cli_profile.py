@@ -73,6 +73,8 @@ def profile(
     """Measure kernels x batches x shapes on this GPU; each point is appended as soon as it is measured."""
     if not 0 < budget <= 3600:  # also refuses nan and inf
         raise InputError(f"--budget {budget}: give seconds per point in (0, 3600], e.g. --budget 0.12")
+    for value, option in ((gpus, "--gpus"), (ray, "--ray")):  # empty: refused, not read as "one local GPU"
+        cli_args.nonempty(value, option)
     if moe is not None or routing is not None or routing_seed is not None:
         from workbench.interfaces.cli_moe import profile_moe
 

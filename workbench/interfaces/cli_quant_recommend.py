@@ -17,33 +17,32 @@ from workbench.interfaces.format import fmt_percent, fmt_time
 ListOpt = list[str] | None
 
 
-def _split(values: list[str] | None) -> list[str]:
-    return [p.strip() for v in values or [] for p in str(v).split(",") if p.strip()]
+MAX_WEIGHTS = 1 << 27  # values of a synthetic weight (N*K): 32768x4096; larger ones take minutes and tens of GB
 
 
-def _ints(values: list[str] | None, what: str) -> list[int]:
-    out = []
-    for item in _split(values):
-        try:
-            v = int(item)
-        except ValueError:
-            raise InputError(f"{what} {item!r} is not an integer; give positive integers, e.g. 32,128") from None
-        if v < 1:
-            raise InputError(f"{what} {v} must be a positive integer")
-        out.append(v)
-    return sorted(set(out))
+def _seed(seed: int) -> int:
+    if seed < 0:  # numpy's generators take non-negative seeds only
+        raise InputError(f"--seed {seed}: give a non-negative integer, e.g. --seed 0")
+    return seed
+
+
+def _synthetic_shape(shape: str, option: str) -> tuple[int, int]:
+    N, K = cli_args.parse_shape(shape, option)
+    if N * K > MAX_WEIGHTS:
+        raise InputError(f"{option} {N}x{K}: a synthetic weight holds at most {MAX_WEIGHTS:,} values (N*K); "
+                         "give a smaller shape, e.g. 1024x4096")
+    return N, K
 
 
 def _weights(weights: Path | None, tensor: str | None, dist: str, shape: str, seed: int, std: float, df: float,
-             outliers: str, rate: float, magnitude: float):
-    from models.workloads import parse_shape
+             outliers: str, rate: float, magnitude: float, shape_option: str = "--shape"):
     from workbench.analysis import quant_error as qe
 
     if weights is not None:
         return qe.load_matrix(weights, tensor), str(weights)
     if tensor is not None:
         raise InputError("--tensor needs --weights FILE.safetensors")
-    N, K = parse_shape(shape)
+    N, K = _synthetic_shape(shape, shape_option)
     w = qe.make_weights(dist, N, K, seed, std, df, outliers, rate, magnitude)
     extra = f", {outliers} x{magnitude:g} at {rate:g}" if dist == "outliers" else ""
     return w, f"{dist} {N}x{K} seed {seed}{extra}"
@@ -78,8 +77,13 @@ def quant_error_command(
     from models.schemes import GROUP_SIZES
     from workbench.analysis import quant_error as qe
 
-    formats = tuple(_split(fmt)) or qe.FORMATS
-    groups = tuple(_ints(group_size, "group size")) or GROUP_SIZES
+    if csv is not None:
+        cli_args.csv_path(csv, "--csv", allow_stdout=True)
+    _seed(seed)
+    tokens = cli_args.parse_int(tokens, "--tokens", 1, cli_args.MAX_BATCH, "16")
+    formats = tuple(cli_args.split_list(fmt, "--format")) or qe.FORMATS
+    groups = tuple(sorted({cli_args.parse_int(g, "--group-size", 1, cli_args.MAX_GROUP, "32,128")
+                           for g in cli_args.split_list(group_size, "--group-size")})) or GROUP_SIZES
     w, source = _weights(weights, tensor, dist, shape, seed, std, df, outliers, rate, magnitude)
     bad = [g for g in groups if w.shape[1] % g] if group_size else []
     if bad:
@@ -122,7 +126,7 @@ def recommend_command(
     switch points per shape; with --model, a scheme per layer and batch with the step time."""
     from models.hardware import get_gpu
     from models.schemes import SCHEME_NAMES
-    from models.workloads import get_model, parse_shape
+    from models.workloads import get_model
     from workbench.analysis import recommend as rec
     from workbench.interfaces.cli_compare import load_comparison
 
@@ -130,6 +134,12 @@ def recommend_command(
         raise InputError("give --shape or --model, not both")
     if mode not in ("cold", "hot"):
         raise InputError(f"unknown --mode {mode!r}; valid: cold, hot")
+    cli_args.nonempty(model, "--model")
+    if csv is not None:
+        cli_args.csv_path(csv, "--csv", allow_stdout=True)
+    _seed(seed)
+    shapes = [cli_args.parse_shape(s) for s in cli_args.split_list(shape, "--shape")]
+    batches = cli_args.parse_batches(batch, ()) or None
     data = cli_args.dataset(data)
     comparison, cals = load_comparison(data)
     if comparison.empty:
@@ -139,12 +149,13 @@ def recommend_command(
         gpu = get_gpu(gpu).key
         if gpu not in measured_gpus:
             raise InputError(f"no measurements of {gpu}; measured: {', '.join(measured_gpus)}")
-    schemes = _split(scheme) or None
+    schemes = cli_args.split_list(scheme, "--scheme") or None
     for s in schemes or []:
         if s not in SCHEME_NAMES:
             raise InputError(f"unknown --scheme {s!r}; valid: {', '.join(SCHEME_NAMES)}")
     if max_error is not None:
-        w, source = _weights(weights, tensor, dist, error_shape, seed, std, df, outliers, rate, magnitude)
+        w, source = _weights(weights, tensor, dist, error_shape, seed, std, df, outliers, rate, magnitude,
+                             "--error-shape")
         mine = comparison[comparison["mode"] == mode]
         pool = schemes or [s for s in sorted(set(mine["scheme"])) if s not in rec.DEFAULT_EXCLUDE]
         errors = rec.scheme_errors(w, pool)
@@ -155,8 +166,6 @@ def recommend_command(
         raise InputError("--weights/--tensor choose the weights for --max-error; give --max-error too")
     if model:
         get_model(model)
-    shapes = [tuple(parse_shape(s)) for s in _split(shape)]
-    batches = _ints(batch, "batch") or None
     targets = [gpu] if gpu else measured_gpus  # no --gpu: every GPU measured, one after the other
     if shapes and not gpu:  # ... that measured at least one of the shapes asked for
         have = {g: set(zip(f["N"], f["K"], strict=True)) for g, f in

@@ -121,8 +121,9 @@ def _print_ray(result: Any) -> None:
 
 
 def merge(
-    sources: Annotated[list[Path], typer.Argument(help="measurement files (.parquet/.csv), folders or data dirs")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="merged .parquet/.csv, or a folder made a data dir")],
+    # str, not Path: typer turns '' into Path('.'), which would read (or make a data dir of) the working folder
+    sources: Annotated[list[str], typer.Argument(help="measurement files (.parquet/.csv), folders or data dirs")],
+    out: Annotated[str, typer.Option("--out", "-o", help="merged .parquet/.csv, or a folder made a data dir")],
 ) -> None:
     """Merge datasets from several machines: schema checked, one row per (GPU, point), provenance kept."""
     from rich.console import Console
@@ -131,7 +132,11 @@ def merge(
     from workbench.interfaces.cli_args import writable_target
     from workbench.storage.merge import merge as run_merge
 
-    result = run_merge(sources, writable_target(out, "--out"))
+    if any(not s.strip() for s in sources):
+        raise InputError("an input is empty; give measurement files (.parquet/.csv), folders or data dirs")
+    if not out.strip():
+        raise InputError("--out is empty; give a .parquet/.csv file or a folder (made a data dir)")
+    result = run_merge([Path(s) for s in sources], writable_target(out, "--out"))
     for path, n in result.inputs:
         print(f"read {n} rows from {path}")
     table = Table(title=f"{len(result.frame)} rows ({result.duplicates} duplicate points dropped: newest kept)")

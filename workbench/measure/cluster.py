@@ -48,11 +48,29 @@ def require_ray() -> Any:
     return ray
 
 
+def check_address(address: str, timeout_s: float = 5.0) -> None:
+    """Refuse a [ray://]HOST:PORT that is malformed or not listening before ray.init, which retries an unreachable
+    head for minutes, logging every few seconds; `local`, `auto` and other schemes are left to Ray."""
+    if address in ("local", "auto") or ("://" in address and not address.startswith("ray://")):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    if not host or not (port.isascii() and port.isdigit() and len(port) <= 5 and 1 <= int(port) <= 65535):
+        raise InputError(f"--ray {address!r}: give local, auto or a head's HOST:PORT (port 1..65535)")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except (OSError, UnicodeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise InputError(f"--ray {address}: cannot reach {host}:{port} ({why}); start the head (`ray start --head`) "
+                         "or give local") from None
+
+
 def connect(address: str, **init_kwargs: Any) -> Any:
     """ray.init: `local` starts a head in this process's machine; anything else is a cluster address (or `auto`)."""
     ray = require_ray()
     if ray.is_initialized():
         return ray
+    check_address(address)
     try:
         if address == "local":
             ray.init(include_dashboard=False, **init_kwargs)

@@ -106,20 +106,22 @@ def merge(sources: Sequence[str | Path], out: str | Path | None = None) -> Merge
             raise InputError(f"--out {out}: give a .parquet or .csv file, or a folder (made a data dir)")
         else:
             target = out / "measurements" / MERGED_NAME
-        store.check_writable(target)
     frames, read = read_inputs(sources)
     frame, dups = merge_frames(frames)
     result = MergeResult(frame, read, sum(n for _, n in read), dups)
     if out is None or target is None:
         return result
-    if out.suffix == "":
-        result.calibrations = merge_calibrations(sources, out / "calibration")
+    # every input (calibrations included) is read before anything is created: a bad one leaves no folder behind
+    calibrations = newest_calibrations(sources, out / "calibration") if out.suffix == "" else {}
+    store.check_writable(target)
+    result.calibrations = [store.write_calibration(out / "calibration" / name, doc)
+                           for name, doc in sorted(calibrations.items())]
     result.out = store.write_points(target, frame)
     return result
 
 
-def merge_calibrations(sources: Sequence[str | Path], dest: Path) -> list[Path]:
-    """Copy the calibration files of data-dir inputs into `dest`; of one GPU's files the newest wins."""
+def newest_calibrations(sources: Sequence[str | Path], dest: Path) -> dict[str, dict]:
+    """The calibration documents of data-dir inputs and of `dest`, by file name; of one GPU's files the newest."""
     newest: dict[str, dict] = {}
     folders = [Path(s) / "calibration" for s in sources if Path(s).is_dir()] + [dest]
     for folder in folders:
@@ -130,4 +132,4 @@ def merge_calibrations(sources: Sequence[str | Path], dest: Path) -> list[Path]:
             name = store.calibration_filename(doc)
             if name not in newest or str(doc["timestamp"]) > str(newest[name]["timestamp"]):
                 newest[name] = doc
-    return [store.write_calibration(dest / name, doc) for name, doc in sorted(newest.items())]
+    return newest
