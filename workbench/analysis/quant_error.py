@@ -59,14 +59,8 @@ def make_weights(dist: str = "gaussian", N: int = 1024, K: int = 4096, seed: int
             raise InputError(f"{name} must be a positive integer, got {v!r}")
     if not (math.isfinite(std) and std > 0):
         raise InputError(f"std must be a positive number, got {std}")
-    rng = np.random.default_rng(seed)
-    if dist == "student-t":
-        if not (math.isfinite(df) and df > 2):
-            raise InputError(f"Student-t needs df > 2 (finite variance), got {df}")
-        with np.errstate(over="ignore"):
-            return _finite(rng.standard_t(df, size=(N, K)) * std / math.sqrt(df / (df - 2)))
-    with np.errstate(over="ignore"):
-        w = rng.standard_normal((N, K)) * std
+    if dist == "student-t" and not (math.isfinite(df) and df > 2):
+        raise InputError(f"Student-t needs df > 2 (finite variance), got {df}")
     if dist == "outliers":
         if outliers not in OUTLIER_KINDS:
             raise InputError(f"unknown outlier kind {outliers!r}; valid: {', '.join(OUTLIER_KINDS)}")
@@ -74,18 +68,20 @@ def make_weights(dist: str = "gaussian", N: int = 1024, K: int = 4096, seed: int
             raise InputError(f"outlier rate must be in (0, 1], got {rate}")
         if not (math.isfinite(magnitude) and magnitude > 0):
             raise InputError(f"outlier magnitude must be a positive number, got {magnitude}")
-        axis_len = K if outliers == "columns" else N
-        picked = rng.choice(axis_len, size=max(1, round(rate * axis_len)), replace=False)
-        with np.errstate(over="ignore"):
+    rng = np.random.default_rng(seed)
+    with np.errstate(over="ignore"):  # std (x magnitude) beyond float64's range: refused below
+        if dist == "student-t":
+            w = rng.standard_t(df, size=(N, K)) * std / math.sqrt(df / (df - 2))
+        else:
+            w = rng.standard_normal((N, K)) * std
+        if dist == "outliers":
+            axis_len = K if outliers == "columns" else N
+            picked = rng.choice(axis_len, size=max(1, round(rate * axis_len)), replace=False)
             if outliers == "columns":
                 w[:, picked] *= magnitude
             else:
                 w[picked, :] *= magnitude
-    return _finite(w)
-
-
-def _finite(w: np.ndarray) -> np.ndarray:
-    if not np.isfinite(w).all():  # std (x magnitude) beyond float64's range
+    if not np.isfinite(w).all():
         raise InputError("the synthetic weights overflow float64; give a smaller std (and outlier magnitude)")
     return w
 
