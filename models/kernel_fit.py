@@ -140,17 +140,31 @@ def fit_table(rows: pd.DataFrame, facts: Mapping[str, KernelFacts], gpus: Callab
     return ParamTable(kernels, prov)
 
 
+def _left_out(rows: pd.DataFrame, folds: pd.Series, facts: Mapping[str, KernelFacts],
+              gpus: Callable[[str], GpuTerms], priors: bool) -> pd.Series:
+    pred = pd.Series(np.nan, index=rows.index, dtype="float64")
+    for fold in folds.drop_duplicates():
+        held = folds == fold
+        table = fit_table(rows[~held], facts, gpus, priors=priors)
+        pred[held] = predict_kernels(rows[held], facts, gpus, table)["time_kernel_s"].to_numpy()
+    return pred
+
+
 def leave_one_shape_out(rows: pd.DataFrame, facts: Mapping[str, KernelFacts],
                         gpus: Callable[[str], GpuTerms], priors: bool = True) -> pd.Series:
     """time_kernel_s of every row predicted by parameters fitted without its (N, K): out of sample."""
-    shapes = rows[["N", "K"]].drop_duplicates().itertuples(index=False)
-    pred = pd.Series(np.nan, index=rows.index, dtype="float64")
-    for N, K in shapes:
-        held = (rows["N"] == N) & (rows["K"] == K)
-        table = fit_table(rows[~held], facts, gpus, priors=priors)
-        got = predict_kernels(rows[held], facts, gpus, table)
-        pred[held] = got["time_kernel_s"].to_numpy()
-    return pred
+    return _left_out(rows, rows["N"].astype(str) + "x" + rows["K"].astype(str), facts, gpus, priors)
+
+
+def leave_one_gpu_out(rows: pd.DataFrame, facts: Mapping[str, KernelFacts],
+                      gpus: Callable[[str], GpuTerms], priors: bool = True) -> pd.Series:
+    """time_kernel_s of every row predicted by parameters fitted on the other GPUs' rows only; the GPU keeps its own
+    terms (its calibration), so this asks whether kernel parameters fitted elsewhere carry over. NaN everywhere when
+    fewer than two GPUs have rows."""
+    gpu = rows["gpu"].astype(str)
+    if gpu.nunique() < 2:
+        return pd.Series(np.nan, index=rows.index, dtype="float64")
+    return _left_out(rows, gpu, facts, gpus, priors)
 
 
 def param_frame(table: ParamTable) -> pd.DataFrame:

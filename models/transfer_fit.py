@@ -2,15 +2,18 @@
 leaving one GPU out.
 
 Rows (public timings, `workbench import`) carry gpu, kernel, scheme, group_size, M, N, K, time_s. The fit, given the
-calibrated reference GPU and the kernel parameters fitted on our own measurements (data/model/kernel-params.json):
-1. read_fraction of the reference's memory technology: its calibrate read over its datasheet bandwidth.
+calibrated reference GPU (and any other calibrated GPUs) and the kernel parameters fitted on our own measurements
+(data/model/kernel-params.json):
+1. read_fraction of each calibrated GPU's memory technology: its calibrate read over its datasheet bandwidth (the
+   median where several calibrated GPUs share a technology). A calibrated GPU's own rows take its measured terms.
 2. From rows of *anchor* kernels (library kernels whose parameters come from our own measurements: cuBLAS,
    cuBLASLt): every other memory technology's read_fraction (rows at M <= ANCHOR_M_MAX, where the time is the bytes)
    and every other architecture's tensor_fraction (rows at every M), jointly by least squares on log time.
 3. The modeled-only library kernels (models.library_kernels) get KernelParams fitted on their rows, with the GPU
    terms the factors of step 2 give (models.kernel_fit.fit_table).
-`leave_one_gpu_out` refits all three without a GPU's rows and predicts that GPU: its technology then takes its class's
-factor (or every technology's median), and its library kernels the parameters fitted on the other GPUs.
+`leave_one_gpu_out` refits all three without a GPU's rows (and its calibration) and predicts that GPU: its
+technology then takes its class's factor (or every technology's median), and its library kernels the parameters
+fitted on the other GPUs.
 """
 
 from __future__ import annotations
@@ -51,11 +54,21 @@ def with_bytes(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def terms_lookup(factors: TransferFactors, ref_cal: Calibration) -> Any:
-    """gpu key -> GpuTerms: the reference's own (measured), every other GPU's transferred by `factors`."""
+Calibrations = Mapping[str, Calibration]
+
+
+def _measured_terms(calibrations: Calibrations | None) -> dict[str, GpuTerms]:
+    """GpuTerms of every calibrated GPU whose calibration has a read curve."""
+    out = {k: gpu_terms(k, c) for k, c in sorted((calibrations or {}).items())}
+    return {k: t for k, t in out.items() if t.sources.get("memory") == "calibrated"}
+
+
+def terms_lookup(factors: TransferFactors, ref_cal: Calibration, calibrations: Calibrations | None = None) -> Any:
+    """gpu key -> GpuTerms: measured for the reference and every GPU in `calibrations`, every other GPU's transferred
+    by `factors`."""
     ref = gpu_terms(factors.reference_gpu, ref_cal)
     ref_gpu = get_gpu(factors.reference_gpu)
-    cache: dict[str, GpuTerms] = {factors.reference_gpu: ref}
+    cache: dict[str, GpuTerms] = {**_measured_terms(calibrations), factors.reference_gpu: ref}
 
     def get(key: str) -> GpuTerms:
         if key not in cache:
@@ -66,10 +79,12 @@ def terms_lookup(factors: TransferFactors, ref_cal: Calibration) -> Any:
 
 
 def predict_rows(rows: pd.DataFrame, factors: TransferFactors, ref_cal: Calibration,
-                 facts: Mapping[str, KernelFacts], table: ParamTable) -> np.ndarray:
+                 facts: Mapping[str, KernelFacts], table: ParamTable,
+                 calibrations: Calibrations | None = None) -> np.ndarray:
     """time_kernel_s of every row (with bytes) on its GPU through the transfer; NaN for kernels without facts."""
     merged = ParamTable({**factors.kernels, **table.kernels}, table.provenance)
-    got = predict_kernels(rows.assign(gpu=rows["gpu"].astype(str)), facts, terms_lookup(factors, ref_cal), merged)
+    gpus = terms_lookup(factors, ref_cal, calibrations)
+    got = predict_kernels(rows.assign(gpu=rows["gpu"].astype(str)), facts, gpus, merged)
     return got["time_kernel_s"].to_numpy(dtype=np.float64)
 
 
@@ -79,7 +94,8 @@ def _stats(log_err: np.ndarray) -> tuple[float, float]:
 
 
 def _fit_gpu_factors(anchors: pd.DataFrame, base: TransferFactors, ref_cal: Calibration,
-                     facts: Mapping[str, KernelFacts], table: ParamTable) -> TransferFactors:
+                     facts: Mapping[str, KernelFacts], table: ParamTable,
+                     calibrations: Calibrations | None) -> TransferFactors:
     """read_fraction per memory technology (rows at M <= ANCHOR_M_MAX) and tensor_fraction per architecture (rows at
     every M) of the GPUs in `anchors`, jointly by least squares on log time; the reference's own stay."""
     from scipy.optimize import least_squares
@@ -102,7 +118,7 @@ def _fit_gpu_factors(anchors: pd.DataFrame, base: TransferFactors, ref_cal: Cali
         return TransferFactors(base.reference_gpu, fr, tf, {}, base.provenance)
 
     def residual(x: np.ndarray) -> np.ndarray:
-        return np.log(predict_rows(anchors, factors_at(x), ref_cal, facts, table) / meas)
+        return np.log(predict_rows(anchors, factors_at(x), ref_cal, facts, table, calibrations) / meas)
 
     n = len(techs) + len(archs)
     lo = np.array([FRACTION_BOUNDS[0]] * len(techs) + [TENSOR_BOUNDS[0]] * len(archs))
@@ -126,26 +142,41 @@ def _described(value: float, anchors: pd.DataFrame, at: np.ndarray, log_err: np.
     return Factor(value, f"fitted on {kernels} at {where}", gpus, int(at.sum()), *_stats(log_err[at]))
 
 
-def fit_factors(rows: pd.DataFrame, ref_key: str, ref_cal: Calibration, facts: Mapping[str, KernelFacts],
-                table: ParamTable, library: set[str] | frozenset[str] = frozenset()) -> TransferFactors:
-    """The transfer factors and the `library` kernels' parameters from `rows` (with bytes; see the module doc)."""
-    ref_gpu = get_gpu(ref_key)
-    ref = gpu_terms(ref_key, ref_cal)
-    if ref.sources.get("memory") != "calibrated":
+def calibrated_read_fractions(ref_key: str, ref_cal: Calibration,
+                              calibrations: Calibrations | None = None) -> dict[str, Factor]:
+    """read_fraction per memory technology of the calibrated GPUs (the reference and `calibrations`): calibrate read
+    over datasheet bandwidth, the median where several GPUs share a technology."""
+    terms = {**_measured_terms(calibrations), ref_key: gpu_terms(ref_key, ref_cal)}
+    if terms[ref_key].sources.get("memory") != "calibrated":
         raise InputError(f"transfer fit: the reference GPU {ref_key} needs a calibration with a read curve "
                          "(`workbench calibrate` on it)")
-    own = Factor(ref.asymptotic_bandwidth() / ref_gpu.bandwidth, f"calibrate read on {ref_key}", (ref_key,), 0)
+    by_tech: dict[str, list[tuple[str, float]]] = {}
+    for key, t in sorted(terms.items()):
+        gpu = get_gpu(key)
+        by_tech.setdefault(gpu.memory_tech, []).append((key, t.asymptotic_bandwidth() / gpu.bandwidth))
+    return {tech: Factor(float(np.median([v for _, v in got])), f"calibrate read on {', '.join(k for k, _ in got)}",
+                         tuple(k for k, _ in got), 0) for tech, got in by_tech.items()}
+
+
+def fit_factors(rows: pd.DataFrame, ref_key: str, ref_cal: Calibration, facts: Mapping[str, KernelFacts],
+                table: ParamTable, library: set[str] | frozenset[str] = frozenset(),
+                calibrations: Calibrations | None = None) -> TransferFactors:
+    """The transfer factors and the `library` kernels' parameters from `rows` (with bytes; see the module doc)."""
+    ref_gpu = get_gpu(ref_key)
+    calibrations = {k: c for k, c in (calibrations or {}).items() if k != ref_key}
     same = Factor(1.0, f"the reference ({ref_key}) itself", (ref_key,), 0)
-    base = TransferFactors(ref_key, {ref_gpu.memory_tech: own}, {arch_of(ref_gpu): same}, {}, {})
+    base = TransferFactors(ref_key, calibrated_read_fractions(ref_key, ref_cal, calibrations),
+                           {arch_of(ref_gpu): same}, {}, {})
     rows = rows[rows["gpu"].astype(str) != ref_key]
     anchors = rows[rows["kernel"].astype(str).isin(set(table.kernels))]
     anchors = anchors[anchors["kernel"].astype(str).map(lambda k: k in facts)].reset_index(drop=True)
-    fitted = _fit_gpu_factors(anchors, base, ref_cal, facts, table)
+    fitted = _fit_gpu_factors(anchors, base, ref_cal, facts, table, calibrations)
     lib_rows = rows[rows["kernel"].astype(str).isin(library)]
     kernels: dict[str, Any] = {}
     rms: dict[str, float] = {}
     if len(lib_rows):
-        lib = fit_table(lib_rows.assign(time_median_s=lib_rows["time_s"]), facts, terms_lookup(fitted, ref_cal))
+        lib = fit_table(lib_rows.assign(time_median_s=lib_rows["time_s"]), facts,
+                        terms_lookup(fitted, ref_cal, calibrations))
         kernels, rms = lib.kernels, lib.provenance.get("rms_log_error", {})
     prov = {"fitted": datetime.now(UTC).isoformat(timespec="seconds"), "reference_gpu": ref_key,
             "rows": int(len(rows)), "anchor_rows": int(len(anchors)),
@@ -157,12 +188,15 @@ def fit_factors(rows: pd.DataFrame, ref_key: str, ref_cal: Calibration, facts: M
 
 
 def leave_one_gpu_out(rows: pd.DataFrame, ref_key: str, ref_cal: Calibration, facts: Mapping[str, KernelFacts],
-                      table: ParamTable, library: set[str] | frozenset[str] = frozenset()) -> np.ndarray:
-    """time_kernel_s of every row predicted by factors and library parameters fitted without its GPU's rows."""
+                      table: ParamTable, library: set[str] | frozenset[str] = frozenset(),
+                      calibrations: Calibrations | None = None) -> np.ndarray:
+    """time_kernel_s of every row predicted by factors and library parameters fitted without its GPU's rows and
+    without its calibration (its terms transferred)."""
     pred = np.full(len(rows), np.nan)
     gpus = rows["gpu"].astype(str).to_numpy()
     for g in sorted(set(gpus) - {ref_key}):
         held = gpus == g
-        f = fit_factors(rows[~held], ref_key, ref_cal, facts, table, library)
-        pred[held] = predict_rows(rows[held].reset_index(drop=True), f, ref_cal, facts, table)
+        others = {k: c for k, c in (calibrations or {}).items() if k != g}
+        f = fit_factors(rows[~held], ref_key, ref_cal, facts, table, library, others)
+        pred[held] = predict_rows(rows[held].reset_index(drop=True), f, ref_cal, facts, table, others)
     return pred

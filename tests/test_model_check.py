@@ -122,3 +122,30 @@ def test_predict_kernel_tier_names_the_kernel_and_its_terms(capsys, tmp_path):
     assert (df["time_kernel_s"] >= df["time_calibrated_s"] * 0.9).all()  # never far below the speed of light
     code, _, err = run(capsys, "predict", "--tier", "kernel", "--model", "llama-2-7b", "--rollup")
     assert code == 2 and "kernel tier per layer" in err
+
+
+def test_a_second_calibrated_gpu_is_fitted_and_left_out_in_turn(capsys, tmp_path):
+    """With a calibration of the h100 (a test double: the h200's ceilings under the h100's key), its rows join the
+    fits, and the view "GPU left out" predicts each GPU with parameters fitted on the other's rows alone."""
+    import shutil
+
+    data = tmp_path / "data"
+    (data / "calibration").mkdir(parents=True)
+    for src in (ROOT / "data" / "calibration").glob("*.json"):
+        shutil.copy(src, data / "calibration" / src.name)
+        doc = json.loads(src.read_text())
+        doc["gpu_key"] = "h100-sxm"
+        (data / "calibration" / "h100-sxm-test.json").write_text(json.dumps(doc))
+    for gpu in ("h200-sxm", "h100-sxm"):
+        (data / "measurements" / gpu).mkdir(parents=True)
+        shutil.copy(ROOT / "data" / "measurements" / gpu / "sweep-cold.parquet", data / "measurements" / gpu)
+    code, out, err = run(capsys, "model-check", "--json", "--data-dir", data)
+    assert code == 0, err
+    rows = json.loads(out)
+    assert not [r for r in rows if r["view"] == "GPU held out"]
+    left = {r["gpu"]: r for r in rows if r["view"] == "GPU left out" and r["group"] == "all"}
+    loso = {r["gpu"]: r for r in rows if r["view"] == "LOSO" and r["group"] == "all"}
+    assert set(left) == set(loso) == {"h100-sxm", "h200-sxm"}
+    assert {r["tier"] for r in rows if r["view"] == "GPU left out"} == {"kernel"}
+    for gpu, r in left.items():
+        assert r["n"] == loso[gpu]["n"] > 100 and 0 < r["median_abs"] < 0.5

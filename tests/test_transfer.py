@@ -132,6 +132,51 @@ def test_fit_recovers_the_factors_it_was_made_with_and_leaves_a_gpu_out():
     assert np.allclose(logo[small.to_numpy()], want)
 
 
+def _cal(key: str, bandwidth: float) -> Calibration:
+    """A calibration of `key` like the reference's whose read curve tends to `bandwidth` B/s."""
+    ref = _ref_cal()
+    times = [2e-6, 3e-6, 3e-6 + (1e9 - 1e6) / bandwidth]
+    return Calibration(key, key, 1.98e9, ref.ceilings, read_curve={"bytes": [4096, 1e6, 1e9], "time_s": times})
+
+
+def test_every_calibrated_gpu_gives_its_technology_a_read_fraction():
+    from models.transfer_fit import calibrated_read_fractions, fit_factors, leave_one_gpu_out, predict_rows, with_bytes
+
+    h100 = _cal("h100-sxm", 2.68e12)  # HBM3, datasheet 3.35e12: 0.8
+    got = calibrated_read_fractions("h200-sxm", _ref_cal(), {"h100-sxm": h100})
+    assert got["HBM3"].value == pytest.approx(0.8) and got["HBM3"].how == "calibrate read on h100-sxm"
+    assert got["HBM3e"].value == pytest.approx(0.999e12 / 4.8e12) and got["HBM3e"].gpus == ("h200-sxm",)
+    both = calibrated_read_fractions("h200-sxm", _ref_cal(), {"b200": _cal("b200", 4.0e12)})  # b200: HBM3e, 8e12
+    assert both["HBM3e"].value == pytest.approx(np.median([0.999e12 / 4.8e12, 0.5]))
+    assert both["HBM3e"].gpus == ("b200", "h200-sxm")
+
+    facts = {"lib": KernelFacts("library", "wgmma_bf16")}
+    table = ParamTable({"lib": KernelParams(mem_scale=1.0, tc_eff=1.0, overlap=1.0)}, {})
+    rows = with_bytes(pd.DataFrame([{"gpu": g, "kernel": "lib", "scheme": "bf16", "M": m, "N": 4096, "K": 8192,
+                                     "time_s": 1e-4} for g in ("a100-sxm-80gb", "h100-sxm") for m in (1, 4, 16)]))
+    cals = {"h100-sxm": h100}
+    fitted = fit_factors(rows, "h200-sxm", _ref_cal(), facts, table, calibrations=cals)
+    assert fitted.read_fraction["HBM3"].value == pytest.approx(0.8)  # the calibration, not the h100 rows
+    # a calibrated GPU's rows take its measured terms: the same time whatever the factors say
+    other = TransferFactors("h200-sxm", {"HBM3": Factor(0.1, "x")}, {"sm_90": Factor(1.0, "x")})
+    h = (rows["gpu"] == "h100-sxm").to_numpy()
+    assert np.allclose(predict_rows(rows, fitted, _ref_cal(), facts, table, cals)[h],
+                       predict_rows(rows, other, _ref_cal(), facts, table, cals)[h])
+    # left out, the a100 (HBM2e) takes the HBM class's median of the two calibrated GPUs' reads
+    logo = leave_one_gpu_out(rows, "h200-sxm", _ref_cal(), facts, table, calibrations=cals)
+    a = ~h
+    want = predict_rows(rows[a].reset_index(drop=True), TransferFactors(
+        "h200-sxm", {"HBM2e": Factor(float(np.median([0.8, 0.999e12 / 4.8e12])), "x")},
+        {"sm_90": Factor(1.0, "x")}), _ref_cal(), facts, table)
+    assert np.allclose(logo[a], want)
+    # left out, the h100 loses its calibration too: its terms are transferred by factors fitted without either
+    alone = fit_factors(rows[a], "h200-sxm", _ref_cal(), facts, table)
+    assert "HBM3" not in alone.read_fraction
+    want_h = predict_rows(rows[h].reset_index(drop=True), alone, _ref_cal(), facts, table)
+    assert np.allclose(logo[h], want_h) and not np.allclose(logo[h], predict_rows(rows, fitted, _ref_cal(), facts,
+                                                                                 table, cals)[h])
+
+
 def test_rows_say_where_their_gpu_terms_came_from():
     facts = {"k": KernelFacts("gemv", "cuda_core")}
     points = pd.DataFrame({"gpu": ["a", "b", "c"], "kernel": "k", "M": 1, "N": 64, "K": 64, "bytes": 8192.0})

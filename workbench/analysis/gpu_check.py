@@ -9,6 +9,9 @@ Out of sample means, per GPU:
 - the reference GPU, calibrated and measured by this workbench: **leave one shape out** (workbench.analysis.
   model_check): its kernels' parameters are fitted on its own timings and every transfer is anchored on it, so it
   cannot be left out of the transfer; the table says which view a row is;
+- a GPU calibrated and measured by this workbench beside the reference: **leave one GPU out, its calibration kept**
+  (model_check's "GPU left out"): the kernels' parameters refitted on the other calibrated GPUs' timings, the GPU's
+  own measured terms;
 - a GPU measured by this workbench but never calibrated (e.g. data/measurements/h100-sxm): its rows take no part in any
   fit (`model-fit` fits the calibrated GPUs only), so they are **left out** as they stand: our kernels predicted with
   the GPU's transferred terms.
@@ -83,12 +86,13 @@ def public_points(public: pd.DataFrame) -> pd.DataFrame:
 
 
 def check_public(public: pd.DataFrame, ref_key: str, ref_cal: Calibration, facts: Mapping[str, Any],
-                 table: ParamTable, factors: TransferFactors) -> pd.DataFrame:
+                 table: ParamTable, factors: TransferFactors,
+                 calibrations: Mapping[str, Calibration] | None = None) -> pd.DataFrame:
     """Public points with time_pred_s in sample (`factors` as shipped) and leave one GPU out."""
     pts = public_points(public)
     library = set(LIBRARY)
-    inside = predict_rows(pts, factors, ref_cal, facts, table)
-    logo = leave_one_gpu_out(pts, ref_key, ref_cal, facts, table, library)
+    inside = predict_rows(pts, factors, ref_cal, facts, table, calibrations)
+    logo = leave_one_gpu_out(pts, ref_key, ref_cal, facts, table, library, calibrations)
     return pd.concat([pts.assign(view="in sample", time_pred_s=inside),
                       pts.assign(view="leave one GPU out", time_pred_s=logo)], ignore_index=True)
 
@@ -97,6 +101,7 @@ def measured_points(check_points: pd.DataFrame) -> pd.DataFrame:
     """model_check.check()'s points (fastest kernel per scheme, shape, M) as rows of this table: a GPU measured here
     but never calibrated (model_check's "GPU held out") took no part in any fit, so it is left out by construction."""
     col = {"in sample": ("time_kernel_s", "in sample"), "LOSO": ("time_kernel_loso_s", "leave one shape out"),
+           "GPU left out": ("time_kernel_logo_s", "leave one GPU out, its calibration kept"),
            "GPU held out": ("time_kernel_s", "leave one GPU out")}
     out = []
     for view, (c, label) in col.items():
@@ -151,11 +156,12 @@ def summarize(points: pd.DataFrame) -> pd.DataFrame:
 
 def by_gpu(public: pd.DataFrame | None, measured_check_points: pd.DataFrame | None, ref_key: str,
            ref_cal: Calibration, facts: Mapping[str, Any], table: ParamTable,
-           factors: TransferFactors | None) -> GpuCheck:
-    """The by-GPU check of `public` rows (with `factors`) and of our measurements (model_check points)."""
+           factors: TransferFactors | None, calibrations: Mapping[str, Calibration] | None = None) -> GpuCheck:
+    """The by-GPU check of `public` rows (with `factors`; public rows of a GPU in `calibrations` take its measured
+    terms) and of our measurements (model_check points)."""
     frames = []
     if public is not None and len(public) and factors is not None:
-        frames.append(check_public(public, ref_key, ref_cal, facts, table, factors))
+        frames.append(check_public(public, ref_key, ref_cal, facts, table, factors, calibrations))
     if measured_check_points is not None and len(measured_check_points):
         frames.append(measured_points(measured_check_points))
     points = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(

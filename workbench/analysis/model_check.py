@@ -4,6 +4,9 @@ The kernel tier's parameters are estimated from kernel timings, so its error is 
 - in sample: the shipped parameter table on the rows it was fitted to (optimistic);
 - leave one shape out (LOSO): for each (N, K), parameters refitted without it, then that shape predicted;
 - holdout: measurements the parameters never saw (e.g. shapes recorded after the table was fitted);
+- GPU left out: where two or more calibrated GPUs have rows, each GPU predicted with its own calibration and the
+  parameters refitted on the other GPUs' rows alone (do kernel parameters carry over to a GPU whose micro-benchmarks
+  were run but whose kernels were never timed?);
 - GPU held out: the rows of a measured GPU with no calibration. Its kernel-tier terms are transferred from the
   catalogue (models.transfer), the parameters were fitted on the calibrated GPUs only (`model-fit`), and its rows take
   no part in the LOSO refits: every such row is out of sample by construction.
@@ -21,16 +24,17 @@ import numpy as np
 import pandas as pd
 
 from models.errors import InputError
-from models.kernel_fit import leave_one_shape_out
+from models.kernel_fit import leave_one_gpu_out, leave_one_shape_out
 from models.roofline import TIERS
 from workbench.analysis.compare import best_per_scheme, compare_points
 from workbench.analysis.kernel_tier import fit_rows, gpu_lookup, kernel_facts
 
 M_RANGES: tuple[tuple[str, int, int], ...] = (("M=1", 1, 1), ("M=2-16", 2, 16), ("M=32-64", 32, 64),
                                               ("M=128-256", 128, 256))
-VIEWS = ("in sample", "LOSO", "holdout", "GPU held out")
-KERNEL_COLUMN = {"in sample": "time_kernel_s", "LOSO": "time_kernel_loso_s", "holdout": "time_kernel_s",
-                 "GPU held out": "time_kernel_s"}
+VIEWS = ("in sample", "LOSO", "GPU left out", "holdout", "GPU held out")
+KERNEL_COLUMN = {"in sample": "time_kernel_s", "LOSO": "time_kernel_loso_s", "GPU left out": "time_kernel_logo_s",
+                 "holdout": "time_kernel_s", "GPU held out": "time_kernel_s"}
+OUT_OF_SAMPLE = ("LOSO", "GPU left out")  # views with only a kernel-tier column of their own
 
 
 @dataclass(frozen=True)
@@ -75,8 +79,12 @@ def check(measured: pd.DataFrame, calibrations: dict[str, Any], holdout: pd.Data
         cmp = _prepared(fit, calibrations, params)
         loso_in = cmp.assign(gpu=cmp["gpu_key"].astype(str), bytes=cmp["bytes_read"],
                              time_median_s=cmp["time_measured_s"])
-        cmp["time_kernel_loso_s"] = leave_one_shape_out(loso_in, kernel_facts(), gpu_lookup(calibrations)).to_numpy()
+        gpus = gpu_lookup(calibrations)
+        cmp["time_kernel_loso_s"] = leave_one_shape_out(loso_in, kernel_facts(), gpus).to_numpy()
         frames += [("in sample", cmp), ("LOSO", cmp)]
+        if loso_in["gpu"].nunique() > 1:
+            cmp["time_kernel_logo_s"] = leave_one_gpu_out(loso_in, kernel_facts(), gpus).to_numpy()
+            frames.append(("GPU left out", cmp))
     if holdout is not None and len(holdout):
         frames.append(("holdout", _prepared(holdout, calibrations, params)))
     if len(held_gpus):
@@ -87,7 +95,7 @@ def check(measured: pd.DataFrame, calibrations: dict[str, Any], holdout: pd.Data
         whole = best_per_scheme(frame)
         pts.append(whole.assign(view=view))
         for gpu, best in whole.groupby(whole["gpu_key"].astype(str), sort=True):
-            tiers = {t: c for t, c in TIERS.items() if t != "kernel"} if view != "LOSO" else {}
+            tiers = {t: c for t, c in TIERS.items() if t != "kernel"} if view not in OUT_OF_SAMPLE else {}
             tiers["kernel"] = kernel_col
             for tier, col in tiers.items():
                 rows.append({"view": view, "gpu": gpu, "tier": tier, "group": "all", **_stats(_err(best, col))})

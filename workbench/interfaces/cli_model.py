@@ -64,7 +64,8 @@ def fit_transfer(root: Path, reference: str, out: Path | None) -> None:
     from workbench.storage.store import atomic_write_bytes
 
     ref = get_gpu(reference).key
-    cal = load_calibrations(root).get(ref)
+    cals = load_calibrations(root)
+    cal = cals.get(ref)
     if cal is None:
         raise InputError(f"no calibration of the reference GPU {ref} under {root}/calibration; run `workbench "
                          "calibrate` on it or give --reference a calibrated GPU")
@@ -73,7 +74,7 @@ def fit_transfer(root: Path, reference: str, out: Path | None) -> None:
         raise InputError(f"--out {target}: give a .json file")
     cli_args.writable_target(target, "--out" if out else "--data-dir")
     pub = _public(root)
-    factors = fit_factors(public_points(pub), ref, cal, kernel_facts(), params_for(root), set(LIBRARY))
+    factors = fit_factors(public_points(pub), ref, cal, kernel_facts(), params_for(root), set(LIBRARY), cals)
     factors.provenance.update({"public_files": sorted(set(pub["imported_from"].astype(str).map(
         lambda f: Path(f).name))) if "imported_from" in pub else [], "data_dir": str(root),
         "reference_calibration": Path(cal.path).name})
@@ -103,7 +104,7 @@ def check_by_gpu(root: Path, csv: Path | None, as_json: bool) -> None:
         raise InputError(f"no calibration of the reference GPU {factors.reference_gpu} under {root}/calibration")
     table = params_for(root)
     result = by_gpu(_public(root), check(measured, cals, None, table).points, factors.reference_gpu,
-                    cals[factors.reference_gpu], kernel_facts(), table, factors)
+                    cals[factors.reference_gpu], kernel_facts(), table, factors, cals)
     if as_json:
         print(json.dumps(result.summary.to_dict(orient="records"), indent=1))
     else:
