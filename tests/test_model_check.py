@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from models.kernel_model import load_params
 from workbench.analysis.kernel_tier import params_path
@@ -149,3 +150,24 @@ def test_a_second_calibrated_gpu_is_fitted_and_left_out_in_turn(capsys, tmp_path
     assert {r["tier"] for r in rows if r["view"] == "GPU left out"} == {"kernel"}
     for gpu, r in left.items():
         assert r["n"] == loso[gpu]["n"] > 100 and 0 < r["median_abs"] < 0.5
+
+
+def test_a_point_whose_fastest_kernel_ran_throttled_is_marked():
+    """The next unthrottled kernel stands for the point, and the speedup built on it says so (the W4A16 / BF16
+    table of the H100 read 0.09x at 22016x4096, M = 128, from tinygemm, because wg_w4a16 and tc_w4a16 ran throttled)."""
+    from workbench.analysis.model_check import speedup_table, throttled_best
+
+    rows = pd.DataFrame({"gpu_key": "g", "scheme": ["w4a16", "w4a16", "bf16", "w4a16", "bf16", "bf16"],
+                         "kernel": ["fast", "slow", "cublas", "fast", "cublas", "moe"],
+                         "N": 64, "K": 64, "M": [1, 1, 1, 2, 2, 2], "mode": "cold",
+                         "time_median_s": [1e-6, 9e-6, 3e-6, 1e-6, 3e-6, 1e-7],
+                         "throttled": [True, False, False, False, False, True], "ref_error_rel": 1e-4,
+                         "experts": [1, 1, 1, 1, 1, 8]})
+    marked = throttled_best(rows)
+    assert marked.to_dict("records") == [{"gpu_key": "g", "scheme": "w4a16", "N": 64, "K": 64, "M": 1}]
+    pts = pd.DataFrame({"view": "in sample", "gpu_key": "g", "scheme": ["w4a16", "bf16", "w4a16", "bf16"],
+                        "N": 64, "K": 64, "M": [1, 1, 2, 2], "time_measured_s": [9e-6, 3e-6, 1e-6, 3e-6],
+                        "time_kernel_s": [8e-6, 3e-6, 1e-6, 3e-6], "best_throttled": [True, False, False, False]})
+    sp = speedup_table(pts).set_index("M")
+    assert bool(sp.at[1, "best_throttled"]) and not bool(sp.at[2, "best_throttled"])
+    assert sp.at[1, "speedup_measured"] == pytest.approx(1 / 3) and sp.at[2, "speedup_measured"] == pytest.approx(3)

@@ -12,7 +12,8 @@ The kernel tier's parameters are estimated from kernel timings, so its error is 
   no part in the LOSO refits: every such row is out of sample by construction.
 The roofline tiers have no fitted parameters: one figure each.
 Points are the fastest unthrottled kernel per (gpu, scheme, N, K, M) (`compare.best_per_scheme` on L2-cold,
-unthrottled rows: where the fastest kernel was throttled, the next one stands).
+unthrottled rows: where the fastest kernel was throttled, the next one stands, and the point is marked
+`best_throttled`, as is a speedup built on it: the next kernel is not the scheme's best there).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pandas as pd
 from models.errors import InputError
 from models.kernel_fit import leave_one_gpu_out, leave_one_shape_out
 from models.roofline import TIERS
-from workbench.analysis.compare import best_per_scheme, compare_points
+from workbench.analysis.compare import best_per_scheme, compare_points, throttled_mask
 from workbench.analysis.kernel_tier import fit_rows, gpu_lookup, kernel_facts
 
 M_RANGES: tuple[tuple[str, int, int], ...] = (("M=1", 1, 1), ("M=2-16", 2, 16), ("M=32-64", 32, 64),
@@ -62,6 +63,30 @@ def _prepared(measured: pd.DataFrame, calibrations: dict[str, Any], params: Any 
     return cmp
 
 
+POINT = ["gpu_key", "scheme", "N", "K", "M"]
+
+
+def throttled_best(measured: pd.DataFrame) -> pd.DataFrame:
+    """The points (POINT columns) whose fastest L2-cold kernel, of those that passed their float64 check, ran
+    throttled: the fastest unthrottled one there is not the scheme's best."""
+    cold = measured[(measured["mode"].astype(str) == "cold") & (measured["time_median_s"].astype(float) > 0)]
+    if "ref_error_rel" in cold:
+        cold = cold[~(cold["ref_error_rel"].astype(float) > 0.05)]
+    if "experts" in cold:  # the grouped MoE rows are not dense points
+        cold = cold[pd.to_numeric(cold["experts"], errors="coerce").fillna(1).to_numpy() <= 1]
+    cold = cold.assign(_thr=throttled_mask(cold), gpu_key=cold["gpu_key"].astype(str),
+                       scheme=cold["scheme"].astype(str))
+    fastest = cold.sort_values("time_median_s", kind="stable").drop_duplicates(POINT, keep="first")
+    return fastest.loc[fastest["_thr"], POINT].reset_index(drop=True)
+
+
+def _mark_throttled_best(points: pd.DataFrame, marked: pd.DataFrame) -> pd.DataFrame:
+    keys = pd.MultiIndex.from_frame(marked[POINT].astype({"N": "int64", "K": "int64", "M": "int64"}))
+    own = pd.MultiIndex.from_frame(points[POINT].astype({"gpu_key": str, "scheme": str, "N": "int64", "K": "int64",
+                                                         "M": "int64"}))
+    return points.assign(best_throttled=own.isin(keys))
+
+
 def calibrated_rows(measured: pd.DataFrame, calibrations: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`measured` split into the rows of calibrated GPUs (what a fit may use) and the rest (GPUs held out)."""
     mine = measured["gpu_key"].astype(str).isin(set(calibrations)).to_numpy()
@@ -90,9 +115,10 @@ def check(measured: pd.DataFrame, calibrations: dict[str, Any], holdout: pd.Data
     if len(held_gpus):
         frames.append(("GPU held out", _prepared(held_gpus, calibrations, params)))
     rows, pts = [], []
+    marked = throttled_best(pd.concat([measured, holdout], ignore_index=True) if holdout is not None else measured)
     for view, frame in frames:
         kernel_col = KERNEL_COLUMN[view]
-        whole = best_per_scheme(frame)
+        whole = _mark_throttled_best(best_per_scheme(frame), marked)
         pts.append(whole.assign(view=view))
         for gpu, best in whole.groupby(whole["gpu_key"].astype(str), sort=True):
             tiers = {t: c for t, c in TIERS.items() if t != "kernel"} if view not in OUT_OF_SAMPLE else {}
@@ -117,7 +143,10 @@ def _err(frame: pd.DataFrame, col: str) -> np.ndarray:
 
 
 def speedup_table(points: pd.DataFrame, scheme: str = "w4a16", baseline: str = "bf16") -> pd.DataFrame:
-    """Per (view, gpu, N, K, M): measured and predicted speedup of `scheme` over `baseline`, best kernel of each."""
+    """Per (view, gpu, N, K, M): measured and predicted speedup of `scheme` over `baseline`, best unthrottled kernel
+    of each; `best_throttled` where either scheme's fastest kernel there ran throttled."""
+    if "best_throttled" not in points:
+        points = points.assign(best_throttled=False)
     out = []
     for (view, gpu, N, K), g in points.groupby(["view", points["gpu_key"].astype(str), "N", "K"], sort=True):
         col = KERNEL_COLUMN[view]
@@ -129,8 +158,10 @@ def speedup_table(points: pd.DataFrame, scheme: str = "w4a16", baseline: str = "
             pred = b.at[M, col] / a.at[M, col]
             out.append({"view": view, "gpu": gpu, "N": int(N), "K": int(K), "M": int(M),
                         "speedup_measured": float(meas), "speedup_predicted": float(pred),
-                        "error": float(pred / meas - 1.0)})
-    return pd.DataFrame(out, columns=["view", "gpu", "N", "K", "M", "speedup_measured", "speedup_predicted", "error"])
+                        "error": float(pred / meas - 1.0),
+                        "best_throttled": bool(a.at[M, "best_throttled"] or b.at[M, "best_throttled"])})
+    return pd.DataFrame(out, columns=["view", "gpu", "N", "K", "M", "speedup_measured", "speedup_predicted", "error",
+                                      "best_throttled"])
 
 
 def crossovers(speedups: pd.DataFrame) -> pd.DataFrame:

@@ -257,9 +257,12 @@ def register(app: typer.Typer) -> None:
             if len(sp):
                 print("\nW4A16 / BF16 speedup, kernel tier against measured (fastest unthrottled kernel of each):")
                 piv = sp.assign(cell=sp["speedup_predicted"].map("{:.2f}".format) + " / "
-                                + sp["speedup_measured"].map("{:.2f}".format))
+                                + sp["speedup_measured"].map("{:.2f}".format) + sp["best_throttled"].map({True: "*",
+                                                                                                          False: ""}))
                 print(piv.pivot_table(index=["view", "gpu", "N", "K"], columns="M", values="cell", aggfunc="first")
                       .to_string())
+                if sp["best_throttled"].any():
+                    print("* the fastest kernel of a scheme ran throttled there: the unthrottled next one stands")
                 print("\nCrossover batch (first M with speedup <= 1; steps apart in the batch list):")
                 print(crossovers(sp).to_string(index=False))
         if csv is not None:
