@@ -21,14 +21,14 @@ ANCHORS = ("cublas_bf16", "cublas_fp16")
 
 
 def own_rows(measured, gpu: str):
-    """The GPU's anchor-kernel rows (L2-cold, unthrottled) as transfer-fit rows with bytes."""
+    """The GPU's anchor-kernel rows a fit may use (L2-cold, unthrottled, checked) as transfer-fit rows with bytes."""
     import numpy as np
     import pandas as pd
 
     from models.transfer_fit import with_bytes
+    from workbench.analysis.kernel_tier import fit_rows
 
-    m = measured[(measured["gpu_key"].astype(str) == gpu) & measured["kernel"].astype(str).isin(ANCHORS)
-                 & (measured["mode"].astype(str) == "cold") & ~measured["throttled"].astype(bool)]
+    m = fit_rows(measured[(measured["gpu_key"].astype(str) == gpu) & measured["kernel"].astype(str).isin(ANCHORS)])
     rows = pd.DataFrame({"gpu": gpu, "scheme": m["scheme"].astype(str), "kernel": m["kernel"].astype(str),
                          "group_size": np.nan, "N": m["N"].astype(int), "K": m["K"].astype(int),
                          "M": m["M"].astype(int), "time_s": m["time_median_s"].astype(float)})

@@ -63,12 +63,14 @@ def _measured_terms(calibrations: Calibrations | None) -> dict[str, GpuTerms]:
     return {k: t for k, t in out.items() if t.sources.get("memory") == "calibrated"}
 
 
-def terms_lookup(factors: TransferFactors, ref_cal: Calibration, calibrations: Calibrations | None = None) -> Any:
-    """gpu key -> GpuTerms: measured for the reference and every GPU in `calibrations`, every other GPU's transferred
-    by `factors`."""
+def terms_lookup(factors: TransferFactors, ref_cal: Calibration, calibrations: Calibrations | None = None,
+                 measured: Mapping[str, GpuTerms] | None = None) -> Any:
+    """gpu key -> GpuTerms: measured for the reference and every GPU in `calibrations` (or given as `measured`
+    terms), every other GPU's transferred by `factors`."""
     ref = gpu_terms(factors.reference_gpu, ref_cal)
     ref_gpu = get_gpu(factors.reference_gpu)
-    cache: dict[str, GpuTerms] = {**_measured_terms(calibrations), factors.reference_gpu: ref}
+    own = measured if measured is not None else _measured_terms(calibrations)
+    cache: dict[str, GpuTerms] = {**own, factors.reference_gpu: ref}
 
     def get(key: str) -> GpuTerms:
         if key not in cache:
@@ -80,10 +82,11 @@ def terms_lookup(factors: TransferFactors, ref_cal: Calibration, calibrations: C
 
 def predict_rows(rows: pd.DataFrame, factors: TransferFactors, ref_cal: Calibration,
                  facts: Mapping[str, KernelFacts], table: ParamTable,
-                 calibrations: Calibrations | None = None) -> np.ndarray:
+                 calibrations: Calibrations | None = None,
+                 measured: Mapping[str, GpuTerms] | None = None) -> np.ndarray:
     """time_kernel_s of every row (with bytes) on its GPU through the transfer; NaN for kernels without facts."""
     merged = ParamTable({**factors.kernels, **table.kernels}, table.provenance)
-    gpus = terms_lookup(factors, ref_cal, calibrations)
+    gpus = terms_lookup(factors, ref_cal, calibrations, measured)
     got = predict_kernels(rows.assign(gpu=rows["gpu"].astype(str)), facts, gpus, merged)
     return got["time_kernel_s"].to_numpy(dtype=np.float64)
 
@@ -109,6 +112,7 @@ def _fit_gpu_factors(anchors: pd.DataFrame, base: TransferFactors, ref_cal: Cali
     if not techs and not archs:
         return base
     meas = anchors["time_s"].to_numpy(dtype=np.float64)
+    measured = _measured_terms(calibrations)  # once: the least-squares loop changes the factors only
 
     def factors_at(x: np.ndarray) -> TransferFactors:
         fr = dict(base.read_fraction)
@@ -118,7 +122,7 @@ def _fit_gpu_factors(anchors: pd.DataFrame, base: TransferFactors, ref_cal: Cali
         return TransferFactors(base.reference_gpu, fr, tf, {}, base.provenance)
 
     def residual(x: np.ndarray) -> np.ndarray:
-        return np.log(predict_rows(anchors, factors_at(x), ref_cal, facts, table, calibrations) / meas)
+        return np.log(predict_rows(anchors, factors_at(x), ref_cal, facts, table, measured=measured) / meas)
 
     n = len(techs) + len(archs)
     lo = np.array([FRACTION_BOUNDS[0]] * len(techs) + [TENSOR_BOUNDS[0]] * len(archs))

@@ -207,11 +207,12 @@ def predict_tiers(points: pd.DataFrame, calibrations: Mapping[str, Calibration] 
     return best_kernel_tier(pred, calibrations, table) if kernel else pred
 
 
-def fit_rows(measured: pd.DataFrame) -> pd.DataFrame:
-    """Rows a fit or a check may use: L2-cold, unthrottled, finite positive time, passed the float64 check."""
+def fit_rows(measured: pd.DataFrame, keep_throttled: bool = False) -> pd.DataFrame:
+    """Rows a fit or a check may use: L2-cold, unthrottled (unless `keep_throttled`), finite positive time, passed the
+    float64 check."""
     df = measured.copy()
     ok = (df["mode"].astype(str) == "cold") & (df["time_median_s"].astype(float) > 0)
-    if "throttled" in df:
+    if "throttled" in df and not keep_throttled:
         ok &= ~df["throttled"].astype("boolean").fillna(False).astype(bool)
     if "ref_error_rel" in df:
         err = df["ref_error_rel"].astype(float)

@@ -54,10 +54,15 @@ def _stats(err: np.ndarray) -> dict[str, Any]:
             "within_10pct": float(np.mean(a <= 0.10)), "mean_signed": float(np.mean(err))}
 
 
+def _dense(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` without the grouped MoE rows (compare_points leaves them out; models/moe_kernel.py checks them)."""
+    if "experts" not in rows:
+        return rows
+    return rows[pd.to_numeric(rows["experts"], errors="coerce").fillna(1).to_numpy() <= 1].reset_index(drop=True)
+
+
 def _prepared(measured: pd.DataFrame, calibrations: dict[str, Any], params: Any = None) -> pd.DataFrame:
-    rows = fit_rows(measured)
-    if "experts" in rows:  # grouped MoE rows: compare_points leaves them out (models/moe_kernel.py checks them)
-        rows = rows[pd.to_numeric(rows["experts"], errors="coerce").fillna(1).to_numpy() <= 1].reset_index(drop=True)
+    rows = _dense(fit_rows(measured))
     cmp = compare_points(rows.drop(columns=["gpu"]), calibrations=calibrations, params=params)
     cmp["bytes_read"] = rows["bytes"].astype("float64").to_numpy()
     return cmp
@@ -66,25 +71,22 @@ def _prepared(measured: pd.DataFrame, calibrations: dict[str, Any], params: Any 
 POINT = ["gpu_key", "scheme", "N", "K", "M"]
 
 
+def _point_index(frame: pd.DataFrame) -> pd.MultiIndex:
+    return pd.MultiIndex.from_frame(frame[POINT].astype({"gpu_key": str, "scheme": str, "N": "int64", "K": "int64",
+                                                         "M": "int64"}))
+
+
 def throttled_best(measured: pd.DataFrame) -> pd.DataFrame:
     """The points (POINT columns) whose fastest L2-cold kernel, of those that passed their float64 check, ran
     throttled: the fastest unthrottled one there is not the scheme's best."""
-    cold = measured[(measured["mode"].astype(str) == "cold") & (measured["time_median_s"].astype(float) > 0)]
-    if "ref_error_rel" in cold:
-        cold = cold[~(cold["ref_error_rel"].astype(float) > 0.05)]
-    if "experts" in cold:  # the grouped MoE rows are not dense points
-        cold = cold[pd.to_numeric(cold["experts"], errors="coerce").fillna(1).to_numpy() <= 1]
-    cold = cold.assign(_thr=throttled_mask(cold), gpu_key=cold["gpu_key"].astype(str),
-                       scheme=cold["scheme"].astype(str))
-    fastest = cold.sort_values("time_median_s", kind="stable").drop_duplicates(POINT, keep="first")
-    return fastest.loc[fastest["_thr"], POINT].reset_index(drop=True)
+    rows = _dense(fit_rows(measured, keep_throttled=True))
+    fastest = rows.sort_values("time_median_s", kind="stable")
+    fastest = fastest[~_point_index(fastest).duplicated()]
+    return fastest.loc[throttled_mask(fastest), POINT].reset_index(drop=True)
 
 
 def _mark_throttled_best(points: pd.DataFrame, marked: pd.DataFrame) -> pd.DataFrame:
-    keys = pd.MultiIndex.from_frame(marked[POINT].astype({"N": "int64", "K": "int64", "M": "int64"}))
-    own = pd.MultiIndex.from_frame(points[POINT].astype({"gpu_key": str, "scheme": str, "N": "int64", "K": "int64",
-                                                         "M": "int64"}))
-    return points.assign(best_throttled=own.isin(keys))
+    return points.assign(best_throttled=_point_index(points).isin(_point_index(marked)))
 
 
 def calibrated_rows(measured: pd.DataFrame, calibrations: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
