@@ -171,3 +171,22 @@ def test_a_point_whose_fastest_kernel_ran_throttled_is_marked():
     sp = speedup_table(pts).set_index("M")
     assert bool(sp.at[1, "best_throttled"]) and not bool(sp.at[2, "best_throttled"])
     assert sp.at[1, "speedup_measured"] == pytest.approx(1 / 3) and sp.at[2, "speedup_measured"] == pytest.approx(3)
+
+
+def test_a_point_flagged_for_the_power_cap_alone_at_full_clock_is_fitted():
+    """fit_rows keeps a throttled point whose only reason is sw_power_cap and whose lowest SM clock stayed within 3 %
+    of the calibration clock; another reason, a lower clock, or no calibration clock keeps it out."""
+    from workbench.analysis.kernel_tier import fit_rows, held_clock
+
+    cal = 1.98e9
+    rows = pd.DataFrame({"gpu_key": "g", "kernel": "k", "N": 64, "K": 64, "M": range(1, 8), "mode": "cold",
+                         "time_median_s": 1e-6, "ref_error_rel": 1e-4,
+                         "throttled": [False, True, True, True, True, True, True],
+                         "clock_reasons": ["", "sw_power_cap", "sw_power_cap", "sw_power_cap,hw_slowdown",
+                                           "sw_thermal_slowdown", "sw_power_cap", ""],
+                         "sm_clock_min_hz": [cal, 0.97 * cal, 0.96 * cal, cal, cal, cal, 0.5 * cal],
+                         "calibration_sm_clock_hz": [cal, cal, cal, cal, cal, float("nan"), cal]})
+    assert held_clock(rows).tolist() == [False, True, False, False, False, False, False]
+    assert fit_rows(rows)["M"].tolist() == [1, 2]
+    assert fit_rows(rows, keep_throttled=True)["M"].tolist() == list(range(1, 8))
+    assert not held_clock(rows.drop(columns="clock_reasons")).any()  # files without NVML columns: flag as recorded

@@ -10,7 +10,8 @@ calibrations, fitted parameters from data/model/kernel-params.json, joined to me
   speaks for kernels and GPUs never measured.
 - `predict_tiers(points, calibrations)`: every tier for bare points: the roofline tiers (models.roofline.predict) and
   the kernel tier of the fastest registered kernel per scheme (what `workbench predict` and the dashboard draw).
-- `fit_rows(measured)`: the rows parameters are estimated from (L2-cold, unthrottled, finite, checked).
+- `fit_rows(measured)`: the rows parameters are estimated from (L2-cold, unthrottled or power-capped at full clock,
+  finite, checked).
 """
 
 from __future__ import annotations
@@ -207,13 +208,34 @@ def predict_tiers(points: pd.DataFrame, calibrations: Mapping[str, Calibration] 
     return best_kernel_tier(pred, calibrations, table) if kernel else pred
 
 
+# A point flagged `throttled` only because the power cap was active (NVML's sw_power_cap bit) while its lowest sampled
+# SM clock stayed within 3 % of the calibration clock ran at full speed: on the H200's 91cc094 recording 572 such
+# points read 1.003x (median; p90 1.014x) the earlier recording's unflagged times of the same points, as unflagged
+# pairs do (1.000x, p90 1.009x). They count as unthrottled here; any other reason or a lower clock does not.
+HELD_CLOCK_REASONS = frozenset({"sw_power_cap"})
+HELD_CLOCK_FRACTION = 0.97
+
+
+def held_clock(df: pd.DataFrame) -> pd.Series:
+    """Whether each flagged point's only throttle reasons are HELD_CLOCK_REASONS and its lowest SM clock stayed at
+    HELD_CLOCK_FRACTION of the calibration clock or above (False where a column is missing or NaN)."""
+    if not {"clock_reasons", "sm_clock_min_hz", "calibration_sm_clock_hz"} <= set(df.columns):
+        return pd.Series(False, index=df.index)
+    reasons = (frozenset(filter(None, r.split(","))) if isinstance(r, str) else frozenset()
+               for r in df["clock_reasons"].tolist())
+    only_cap = np.fromiter((bool(r) and r <= HELD_CLOCK_REASONS for r in reasons), dtype=bool, count=len(df))
+    sm_min = df["sm_clock_min_hz"].to_numpy(dtype=np.float64, na_value=np.nan)
+    cal = df["calibration_sm_clock_hz"].to_numpy(dtype=np.float64, na_value=np.nan)
+    return pd.Series(only_cap & (sm_min >= HELD_CLOCK_FRACTION * cal), index=df.index)
+
+
 def fit_rows(measured: pd.DataFrame, keep_throttled: bool = False) -> pd.DataFrame:
-    """Rows a fit or a check may use: L2-cold, unthrottled (unless `keep_throttled`), finite positive time, passed the
-    float64 check."""
+    """Rows a fit or a check may use: L2-cold, unthrottled (unless `keep_throttled`; a point flagged for the power
+    cap alone at full clock counts as unthrottled: `held_clock`), finite positive time, passed the float64 check."""
     df = measured.copy()
     ok = (df["mode"].astype(str) == "cold") & (df["time_median_s"].astype(float) > 0)
     if "throttled" in df and not keep_throttled:
-        ok &= ~df["throttled"].astype("boolean").fillna(False).astype(bool)
+        ok &= ~df["throttled"].astype("boolean").fillna(False).astype(bool) | held_clock(df)
     if "ref_error_rel" in df:
         err = df["ref_error_rel"].astype(float)
         ok &= ~(err > 0.05)
