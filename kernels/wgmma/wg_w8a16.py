@@ -64,7 +64,11 @@ W8_TILES: dict[int, WgTile] = {
 }
 
 
-# Narrow layers: (largest N, batch tile -> tile), ascending; wider layers take W8_TILES. PLACEHOLDER_BANDS
+# Narrow layers: (largest N, batch tile -> tile), ascending; wider layers take W8_TILES. One warpgroup of 64 channels
+# doubles the tiles of a layer of at most 2048 channels (16 128-channel tiles fill an eighth of the SMs), and M > 64
+# runs 64-row m-tiles. H100 (docs/kernels-wgmma.md): 2048x2048 M = 16 / 64 / 256 7.90 / 9.98 / 10.94 us against
+# 8.44 / 10.83 / 20.79; H200 (stop 48): 896x4864 M = 256 14.8 against 30.4. On 4096 channels 64-channel tiles win at
+# M = 32-64 only, and a band has one tile width (KernelFacts.bands), so 4096 keeps W8_TILES.
 W8_BANDS: tuple[tuple[int, dict[int, WgTile]], ...] = (
     (2048, {16: WgTile(1, 8, 256, True, 1), 32: WgTile(1, 8, 256, True, 1), 64: WgTile(1, 8, 128, True, 1)}),
 )
