@@ -43,12 +43,10 @@ class Config:
     tiles: int = 1  # row tiles of 16 channels per CTA: each x fragment a warp loads serves all of them
     wscale: bool = False  # the scale multiplies the converted weights in fp16 (no per-group fp32 sums to hold)
     minb: int = 1  # __launch_bounds__ minimum CTAs per SM (caps the registers)
-    roll: bool = False  # each group's registers reloaded right after use (tc_gemv_common.cuh split_k, TCG_ROLL)
 
     def options(self, group_size: int) -> tuple[str, ...]:
         return (f"-DTCG_NT={self.nt}", f"-DTCG_WARPS={self.warps}", f"-DTCG_U={self.u}", f"-DTCG_TILES={self.tiles}",
-                f"-DTCG_WSCALE={int(self.wscale)}", f"-DTCG_MINB={self.minb}", f"-DW4_GROUP={group_size}",
-                *(("-DTCG_ROLL=1",) if self.roll else ()))
+                f"-DTCG_WSCALE={int(self.wscale)}", f"-DTCG_MINB={self.minb}", f"-DW4_GROUP={group_size}")
 
     def smem_bytes(self) -> int:
         return self.warps * ROWS * self.nt * 8 * 4

@@ -3,31 +3,12 @@
 #pragma once
 #include "ptx.cuh"
 
-#ifndef TCG_ROLL
-#define TCG_ROLL 0  // 1: each of the U register slots is reloaded right after its item is used (split_k)
-#endif
-
 // The warps' walk over the `count` K items (groups or chunks) of their row tiles: warp w takes items w, w + WARPS,
 // ...; each step loads U items (load(item, i)) before the first is used (compute(item, i), for i < count only), so
-// U items' loads per lane are in flight. The number of steps is the same for every warp. TCG_ROLL: slot u is
-// reloaded with its next item as soon as its item is used, so while one item is converted the loads of the other
-// U - 1 are in flight (the same registers; load must ignore items past count).
+// U items' loads per lane are in flight. The number of steps is the same for every warp.
 template <int WARPS, int U, class Item, class Load, class Compute>
 __device__ __forceinline__ void split_k(int count, int warp, Load load, Compute compute) {
   const int steps = (count + WARPS * U - 1) / (WARPS * U);
-#if TCG_ROLL
-  Item w[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) load(w[u], warp + u * WARPS);
-  for (int b = 0; b < steps; ++b) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int i = b * WARPS * U + warp + u * WARPS;
-      if (i < count) compute(w[u], i);
-      load(w[u], i + WARPS * U);
-    }
-  }
-#else
   for (int b = 0; b < steps; ++b) {
     Item w[U];
 #pragma unroll
@@ -38,7 +19,6 @@ __device__ __forceinline__ void split_k(int count, int warp, Load load, Compute 
       if (i < count) compute(w[u], i);
     }
   }
-#endif
 }
 
 template <int TILES, int NT, class Acc>
