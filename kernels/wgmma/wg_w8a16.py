@@ -58,8 +58,12 @@ KINDS: dict[str, Kind] = {
 # x 4 x 128 B; M = 32 40.6 / 24.0 against 43.2 / 25.0; M = 64 2 x 6 x 256 B 42.0 / 25.3 (1 x mb 2: 44.3 / 26.9);
 # M = 128 2 x 6 x 128 B 48.8 / 28.6 (the serialized 2 x 4 x 128 B: 60.4 / 34.2); M = 256 2 x 3 x 128 B 81.8 / 46.2
 # (two 128-row m-tiles: 85.8 / 43.4, the serialized 4 stages 88.8 / 46.8, 2 x 256 B 94.2 / 49.9).
+# BM 16 and 32 since 2026-12-07 (H100 GPU-c256b8fe, every tile forced beside cuBLAS in one process; the CSV is quoted
+# in docs/kernels-wgmma.md): two warpgroups of 64 channels x 6 stages x 128 B, 0.93-0.97x the time of one warpgroup
+# of 2 blocks at M = 32 on 22016x4096, 4096x11008, 4096^2, 12288x4096 (held out: 8192^2, 5120^2, 4096x14336
+# 0.93-0.98x), 0.93-0.97x at M = 16 (held out 0.95-0.99x).
 W8_TILES: dict[int, WgTile] = {
-    16: WgTile(1, 6, 256, True, 2), 32: WgTile(1, 6, 256, True, 2), 64: WgTile(2, 6, 256, True, 1),
+    16: WgTile(2, 6, 128, True, 1), 32: WgTile(2, 6, 128, True, 1), 64: WgTile(2, 6, 256, True, 1),
     128: WgTile(2, 6, 128, True, 1), 256: WgTile(2, 3, 128, True, 1),
 }
 
@@ -68,9 +72,12 @@ W8_TILES: dict[int, WgTile] = {
 # doubles the tiles of a layer of at most 2048 channels (16 128-channel tiles fill an eighth of the SMs), and M > 64
 # runs 64-row m-tiles. H100 (docs/kernels-wgmma.md): 2048x2048 M = 16 / 64 / 256 7.90 / 9.98 / 10.94 us against
 # 8.44 / 10.83 / 20.79; H200 (stop 48): 896x4864 M = 256 14.8 against 30.4. On 4096 channels 64-channel tiles win at
-# M = 32-64 only, and a band has one tile width (KernelFacts.bands), so 4096 keeps W8_TILES.
+# M = 32-64 only, and a band has one tile width (KernelFacts.bands), so 4096 keeps 128-channel tiles, but stops at
+# 128-row m-tiles: M = 129-256 as two of them (H100 GPU-c256b8fe, M = 256: 4096^2 20.46 against 25.40 us, 4096x11008
+# 42.74 against 46.53; held out, not in the band: 5120^2 0.90x, 4096x14336 1.01x; wider layers 1.02-1.06x).
 W8_BANDS: tuple[tuple[int, dict[int, WgTile]], ...] = (
     (2048, {16: WgTile(1, 8, 256, True, 1), 32: WgTile(1, 8, 256, True, 1), 64: WgTile(1, 8, 128, True, 1)}),
+    (4096, {bm: W8_TILES[bm] for bm in (16, 32, 64, 128)}),
 )
 
 
