@@ -139,15 +139,18 @@ __device__ __forceinline__ void compute_group(const Ctx& p, Acc& acc, const Grou
   }
 #pragma unroll
   for (int c = 0; c < CPG; ++c) {
-    // x of batch rows g + 8 j at k = 64 (grp CPG + c) + 16 t .. + 15: eight half2. A row past M reads row M - 1
-    // instead: it only feeds the mma's output column of that row, which is never stored.
+    // x of batch rows g + 8 j at k = 64 (grp CPG + c) + 16 t .. + 15: eight half2, zeros past M.
     unsigned xb[NT][8];
     const int k0 = (grp * CPG + c) * 64 + 16 * t;
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
-      const int m = min(g + 8 * j, p.M - 1);
-      const uint4* src = reinterpret_cast<const uint4*>(p.x + (size_t)m * p.K + k0);
-      const uint4 lo = __ldg(src), hi = __ldg(src + 1);
+      const int m = g + 8 * j;
+      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+      if (m < p.M) {
+        const uint4* src = reinterpret_cast<const uint4*>(p.x + (size_t)m * p.K + k0);
+        lo = __ldg(src);
+        hi = __ldg(src + 1);
+      }
       xb[j][0] = lo.x; xb[j][1] = lo.y; xb[j][2] = lo.z; xb[j][3] = lo.w;
       xb[j][4] = hi.x; xb[j][5] = hi.y; xb[j][6] = hi.z; xb[j][7] = hi.w;
     }
