@@ -109,11 +109,41 @@ def test_shapes_and_batches_are_refused_before_anything_is_allocated(name):
     runner.check(128, 128, 64)  # 64-deep k-tiles
     runner.check(16, 128, 128)
     runner.check(256, 22016, 4096)
-    for M, N, K, needle in ((16, 64, 4096, "N a multiple of 128"), (16, 4096, 4000, "K a multiple of 128"),
+    runner.check(16, 64, 4096)  # a narrow layer's band: 64-channel tiles
+    for M, N, K, needle in ((16, 4160, 4096, "N a multiple of 128"), (16, 96, 4096, "N a multiple of 64"),
+                            (64, 4096, 4000, "K a multiple of 128"),
                             (256, 4096, 96, "K a multiple of 64"), (257, 4096, 4096, r"M in \[1, 256\]"),
                             (0, 4096, 4096, r"M in \[1, 256\]")):
         with pytest.raises(InputError, match=needle):
             runner.check(M, N, K)
+
+
+@pytest.mark.parametrize(("M", "bm", "m_tiles"), [(1, 16, 1), (17, 32, 1), (33, 64, 1), (65, 64, 2), (129, 64, 3),
+                                                  (256, 64, 4)])
+def test_narrow_layers_run_their_band_and_the_model_reads_the_same_tiles(M, bm, m_tiles):
+    n_max, table = wg_w8a16.W8_BANDS[0]
+    for N in (64, 896, n_max):
+        cfg = wg_w8a16.w8_tile_config(M, N=N)
+        t = table[cfg.bm]
+        assert (cfg.bm, cfg.m_tiles, cfg.bn) == (bm, m_tiles, 64 * t.warpgroups * t.mb)
+        for name in ("wg_w8a16", "wg_w8a16_bf16"):
+            f = registry.get(name).facts
+            assert f.bn_at(N) == cfg.bn and f.bn_at(n_max + 128) == 128
+            assert f.tile_rows(np.array([M]), N)[0] == cfg.bm and f.padded_m(np.array([M]), N)[0] == bm * m_tiles
+    wider = wg_w8a16.W8_BANDS[-1][0] + 128
+    assert wg_w8a16.w8_tile_config(M, N=wider) == wg_w8a16.w8_tile_config(M)  # wider than every band: W8_TILES
+    forced = wgmma.parse_tile("2x3x128xt1")  # a forced tile ignores the band
+    assert wg_w8a16.w8_tile_config(M, forced, 896) == wg_w8a16.w8_tile_config(M, forced)
+
+
+@pytest.mark.parametrize(("M", "bm", "m_tiles"), [(16, 16, 1), (64, 64, 1), (128, 128, 1), (129, 128, 2),
+                                                  (256, 128, 2)])
+def test_layers_of_4096_channels_stop_at_128_row_m_tiles(M, bm, m_tiles):
+    for N in (2048 + 128, 4096):
+        cfg = wg_w8a16.w8_tile_config(M, N=N)
+        assert (cfg.bm, cfg.m_tiles, cfg.bn) == (bm, m_tiles, 128)
+        assert registry.get("wg_w8a16").facts.padded_m(np.array([M]), N)[0] == bm * m_tiles
+    assert wg_w8a16.w8_tile_config(256, N=4096 + 128).m_tiles == 1  # wider: one 256-row m-tile
 
 
 def test_instances_name_the_op_tile_and_cluster():

@@ -4,7 +4,7 @@ H100/H200 (pytest -m gpu; skipped on other GPUs).
 Fresh random inputs (the seed in the failure message), outputs poisoned with NaN before each of two launches on the same
 input set, rel = ||y - ref|| / ||ref|| against the product of the dequantized weights (int8 codes times their fp16 row
 scale, kernels.problems) and the 16-bit activations; the split tiles' counters left at zero. Every batch tile of
-W8_TILES, M below one tile and partial tiles (1, 17, 33, 100, 129, 255), the smallest N and K the kernel accepts
+W8_TILES and of the narrow layers' W8_BANDS, M below one tile and partial tiles (1, 17, 33, 100, 129, 255), the smallest N and K the kernel accepts
 (one 128-channel tile, one k-tile) and K with an odd number of k-tiles, the LLM layers, every other tile form
 (forced), and the grids (clusters, slots, stream-K). Exact products summed in fp32; output rounded to fp16 (2e-3) or
 bf16 (4e-3).
@@ -22,6 +22,7 @@ NAMES = ("wg_w8a16", "wg_w8a16_bf16")
 TOL = {"wg_w8a16": 2e-3, "wg_w8a16_bf16": 4e-3}
 EDGES = ((128, 64), (128, 128), (384, 192), (1152, 4096 + 64), (2944, 1472))
 LLM = ((22016, 4096), (4096, 11008), (4096, 4096), (12288, 4096))
+NARROW = ((64, 4096), (896, 4864), (1536, 8960), (2048, 2048))  # W8_BANDS: 64-channel tiles, 64-row m-tiles
 BATCHES = (1, 16, 17, 32, 33, 64, 100, 128, 129, 255, 256)
 # forced tile forms and the cases they run at (a tile whose shared memory cannot hold the batch tile is skipped there;
 # tests/test_wg_w8a16.py checks on the CPU that each runs at two cases at least)
@@ -73,6 +74,17 @@ def test_llm_layers(hopper, name, M):
 
     runner = registry.runner(name)
     for N, K in LLM:
+        _error(hopper, runner, M, N, K)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("M", (1, 16, 33, 64, 65, 129, 256))
+def test_narrow_layers(hopper, name, M):
+    from kernels import registry
+
+    runner = registry.runner(name)
+    for N, K in NARROW:
+        assert runner.config(M, N, K).bn == 64
         _error(hopper, runner, M, N, K)
 
 

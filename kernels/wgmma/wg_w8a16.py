@@ -9,8 +9,8 @@ order), the fp16 scales widened to fp32 (exact). Why: at M >= 33 no W8A16 kernel
 tensor-core GEMVs fall to 1.0-1.3x cuBLAS bf16 at M = 32 (issue 34).
 
 `W8_TILES`: batch tile -> WgTile (warpgroups, stages, bytes of x per k-tile (128: 64 deep, 256: 128 deep), TMA, MB
-blocks of 64 channels per warpgroup); every tile is 128 channels wide. M > 256 is not accepted. CuPy is imported
-inside functions only.
+blocks of 64 channels per warpgroup), every tile 128 channels wide; `W8_BANDS`: the narrow layers' own tables (one
+warpgroup of 64 channels). M > 256 is not accepted. CuPy is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from kernels import problems
 from kernels.registry import KernelSpec, Problem, check_batch
 from kernels.tensorcore.tensorcore import TileConfig
 from kernels.toolchain.cuda_driver import tma_map
-from kernels.wgmma.wgmma import SMEM_LIMIT, WgmmaRunner, WgTile, _batch_rows, batch_tile
+from kernels.wgmma.wgmma import SMEM_LIMIT, WgmmaRunner, WgTile, _batch_rows, band_facts, batch_tile
 from models.errors import InputError
 from models.kernel_terms import (
     ALIGNED_GRID_MIN_USE,
@@ -58,10 +58,32 @@ KINDS: dict[str, Kind] = {
 # x 4 x 128 B; M = 32 40.6 / 24.0 against 43.2 / 25.0; M = 64 2 x 6 x 256 B 42.0 / 25.3 (1 x mb 2: 44.3 / 26.9);
 # M = 128 2 x 6 x 128 B 48.8 / 28.6 (the serialized 2 x 4 x 128 B: 60.4 / 34.2); M = 256 2 x 3 x 128 B 81.8 / 46.2
 # (two 128-row m-tiles: 85.8 / 43.4, the serialized 4 stages 88.8 / 46.8, 2 x 256 B 94.2 / 49.9).
+# BM 16 and 32 since 2026-12-07 (H100 GPU-c256b8fe, every tile forced beside cuBLAS in one process; the CSV is quoted
+# in docs/kernels-wgmma.md): two warpgroups of 64 channels x 6 stages x 128 B, 0.93-0.97x the time of one warpgroup
+# of 2 blocks at M = 32 on 22016x4096, 4096x11008, 4096^2, 12288x4096 (held out: 8192^2, 5120^2, 4096x14336
+# 0.93-0.98x), 0.93-0.97x at M = 16 (held out 0.95-0.99x).
 W8_TILES: dict[int, WgTile] = {
-    16: WgTile(1, 6, 256, True, 2), 32: WgTile(1, 6, 256, True, 2), 64: WgTile(2, 6, 256, True, 1),
+    16: WgTile(2, 6, 128, True, 1), 32: WgTile(2, 6, 128, True, 1), 64: WgTile(2, 6, 256, True, 1),
     128: WgTile(2, 6, 128, True, 1), 256: WgTile(2, 3, 128, True, 1),
 }
+
+
+# Narrow layers: (largest N, batch tile -> tile), ascending; wider layers take W8_TILES. One warpgroup of 64 channels
+# doubles the tiles of a layer of at most 2048 channels (16 128-channel tiles fill an eighth of the SMs), and M > 64
+# runs 64-row m-tiles. H100 (docs/kernels-wgmma.md): 2048x2048 M = 16 / 64 / 256 7.90 / 9.98 / 10.94 us against
+# 8.44 / 10.83 / 20.79; H200 (stop 48): 896x4864 M = 256 14.8 against 30.4. On 4096 channels 64-channel tiles win at
+# M = 32-64 only, and a band has one tile width (KernelFacts.bands), so 4096 keeps 128-channel tiles, but stops at
+# 128-row m-tiles: M = 129-256 as two of them (H100 GPU-c256b8fe, M = 256: 4096^2 20.46 against 25.40 us, 4096x11008
+# 42.74 against 46.53; held out, not in the band: 5120^2 0.90x, 4096x14336 1.01x; wider layers 1.02-1.06x).
+W8_BANDS: tuple[tuple[int, dict[int, WgTile]], ...] = (
+    (2048, {16: WgTile(1, 8, 256, True, 1), 32: WgTile(1, 8, 256, True, 1), 64: WgTile(1, 8, 128, True, 1)}),
+    (4096, {bm: W8_TILES[bm] for bm in (16, 32, 64, 128)}),
+)
+
+
+def w8_table(N: int | None) -> dict[int, WgTile]:
+    """The batch-tile table of a layer of N output channels (None: the widest layers', W8_TILES)."""
+    return next((t for n_max, t in W8_BANDS if N is not None and N <= n_max), W8_TILES)
 
 
 def threads_of(warpgroups: int) -> int:
@@ -69,11 +91,12 @@ def threads_of(warpgroups: int) -> int:
     return 128 * warpgroups + (128 if warpgroups == 2 else 32)
 
 
-def w8_tile_config(M: int, tile: WgTile | None = None) -> TileConfig:
-    """The launch shape for batch M (pure arithmetic); `tile` overrides W8_TILES (its batch tile the table's unless it
-    forces one)."""
-    bm = _batch_rows(M, tile, W8_TILES, batch_tile(M, W8_TILES))
-    t = tile or W8_TILES[bm]
+def w8_tile_config(M: int, tile: WgTile | None = None, N: int | None = None) -> TileConfig:
+    """The launch shape for batch M on a layer of N output channels (pure arithmetic; None: the widest layers'
+    table); `tile` overrides the tables (its batch tile W8_TILES' unless it forces one; the bands are ignored)."""
+    table = W8_TILES if tile else w8_table(N)
+    bm = _batch_rows(M, tile, table, batch_tile(M, table))
+    t = tile or table[bm]
     bn = 64 * t.warpgroups * t.mb
     stage = -(-(bm * t.kt + bn * t.kt // 2) // 1024) * 1024
     smem = t.stages * stage + 1024
@@ -106,11 +129,11 @@ class WgW8Runner(WgmmaRunner):
         self._cache = problems.PackedCache(spec.name)  # weights packed once per shape, shared by every batch
 
     def config(self, M: int, N: int, K: int) -> TileConfig:
-        return w8_tile_config(M, self.tile)
+        return w8_tile_config(M, self.tile, N)
 
     def check(self, M: int, N: int, K: int) -> None:
         check_batch(self.spec, M)
-        cfg = w8_tile_config(M, self.tile)
+        cfg = w8_tile_config(M, self.tile, N)
         if N <= 0 or K <= 0 or N % cfg.bn or K % (cfg.kt // 2):
             raise InputError(f"kernel {self.spec.name} needs N a multiple of {cfg.bn} and K a multiple of "
                              f"{cfg.kt // 2}, got N={N}, K={K}")
@@ -172,7 +195,8 @@ def make_runner(spec: KernelSpec, per_sm: int | None = None, tile: WgTile | None
 _GEOMETRY = ("wgmma m64nBMk16 with the int8 weights converted to 16 bits as A from registers: 128 channels x BM batch "
              "rows per CTA (BM = 16..256, the smallest holding M), 1 math warpgroup of two 64-channel blocks or 2 of "
              "one (+ a producer warp / warpgroup: bulk copies of the packed codes, a TMA box of x per 64 of K), "
-             "STAGES-deep mbarrier pipeline of 64- or 128-deep k-tiles; persistent grid over (n-tile, k-tile) as the "
+             "STAGES-deep mbarrier pipeline of 64- or 128-deep k-tiles (narrow layers: 64 channels per CTA, "
+             "W8_BANDS); persistent grid over (n-tile, k-tile) as the "
              "other wgmma kernels, split tiles summed in clusters or through per-CTA slots "
              "(kernels.wgmma.wg_w8a16.W8_TILES)")
 
@@ -180,7 +204,8 @@ _GEOMETRY = ("wgmma m64nBMk16 with the int8 weights converted to 16 bits as A fr
 def _spec(name: str, notes: str) -> KernelSpec:
     facts = KernelFacts("wgmma", KINDS[name].path, "w8", m_tiles_from(lambda M: batch_tile(M, W8_TILES)), 128,
                         stream_k_ctas=STREAM_K_CTAS, aligned_grid=ALIGNED_GRID_MIN_USE["sm"],
-                        cluster_grid=CLUSTER_GRID_MIN_USE["sm"])
+                        cluster_grid=CLUSTER_GRID_MIN_USE["sm"],
+                        bands=band_facts(W8_BANDS, lambda M, N: w8_tile_config(M, N=N).bn))
     return KernelSpec(name, "w8a16", "nvrtc", "optimized", "kernels.wgmma.wg_w8a16:make_runner", m_min=1, m_max=256,
                       prefer_from=16, min_cc=90, max_cc=90, source=SOURCE, entry=KINDS[name].op, geometry=_GEOMETRY,
                       notes=notes, facts=facts)

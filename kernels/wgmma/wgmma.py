@@ -20,6 +20,7 @@ CuPy is imported inside functions only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -380,12 +381,15 @@ _PATH = {"wg_bf16": "wgmma_bf16", "wg_fp16": "wgmma_f16", "wg_w8a8": "wgmma_s8",
          "wg_w4a16": "wgmma_f16"}
 
 
-def _band_facts() -> tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...]:
+def band_facts(bands: tuple[tuple[int, dict[int, WgTile]], ...],
+               width: Callable[[int, int], int]) -> tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...]:
+    """KernelFacts.bands of a kernel's narrow-layer tables: (largest N, channels per tile, batch tiles per M) per band;
+    `width(M, N)` is the runner's channels per tile."""
     out = []
-    for n_max, table in WG_BANDS:
-        widths = {tile_config(bm, N=n_max).bn for bm in table}
+    for n_max, table in bands:
+        widths = {width(bm, n_max) for bm in table}
         if len(widths) != 1:  # the model declares one tile width per band
-            raise ValueError(f"WG_BANDS: the {n_max}-channel band mixes tile widths {sorted(widths)}")
+            raise ValueError(f"the {n_max}-channel band mixes tile widths {sorted(widths)}")
         out.append((n_max, widths.pop(), m_tiles_from(lambda M, t=table: batch_tile(M, t))))
     return tuple(out)
 
@@ -395,7 +399,8 @@ def _facts(s: KernelSpec) -> KernelFacts:
     rows = (lambda M: batch_tile(M, W4_TILES)) if w4 else batch_tile
     return KernelFacts("wgmma", _PATH[s.name], "w4" if w4 else "none", m_tiles_from(rows), 128,
                        stream_k_ctas=STREAM_K_CTAS, aligned_grid=ALIGNED_GRID_MIN_USE["sm" if w4 else "memory"],
-                       cluster_grid=CLUSTER_GRID_MIN_USE["sm" if w4 else "memory"], bands=() if w4 else _band_facts())
+                       cluster_grid=CLUSTER_GRID_MIN_USE["sm" if w4 else "memory"],
+                       bands=() if w4 else band_facts(WG_BANDS, lambda M, N: tile_config(M, N=N).bn))
 
 
 SPECS = tuple(replace(s, facts=_facts(s)) for s in SPECS)
