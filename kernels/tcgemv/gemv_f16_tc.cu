@@ -85,13 +85,9 @@ __device__ __forceinline__ void load_chunk(const Ctx& p, Chunk& w, int tile0, in
 __device__ __forceinline__ void compute_chunk(const Ctx& p, Sums& acc, const Chunk& w, int c) {
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
-    const int m = p.g + 8 * j;
-    uint4 xs[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-    if (m < p.M) {
-      const uint4* src = reinterpret_cast<const uint4*>(p.x + (size_t)m * p.K + (size_t)c * 64 + 8 * p.t);
-      xs[0] = __ldg(src);
-      xs[1] = __ldg(src + 4);
-    }
+    const int m = min(p.g + 8 * j, p.M - 1);  // a row past M reads row M - 1: its output column is never stored
+    const uint4* src = reinterpret_cast<const uint4*>(p.x + (size_t)m * p.K + (size_t)c * 64 + 8 * p.t);
+    const uint4 xs[2] = {__ldg(src), __ldg(src + 4)};
 #pragma unroll
     for (int r = 0; r < TILES; ++r)
 #pragma unroll

@@ -75,13 +75,22 @@ __device__ __forceinline__ void dequant(unsigned (&a)[4], unsigned w, const Zero
 
 __device__ __forceinline__ float lo_half(unsigned sz) { return __half2float(__ushort_as_half((unsigned short)sz)); }
 
-// What one warp needs to know about the problem and its place in the CTA.
+// What one warp needs to know about the problem and its place in the CTA (kernels/grouped/grouped_w4_tc.cu walks
+// with it; the dense kernel below carries Ptrs instead).
 struct Ctx {
   const uint4* W;
   const unsigned* SZ;
   const __half* x;
   __half* y;
   int M, N, K, chunks, groups, ntiles, warp, lane, g, t;
+};
+
+// This lane's pointers at the group its warp takes next; the walk (main) advances them by WARPS * U groups a step,
+// and item u of a step sits u * WARPS groups further: compile-time offsets, so no index arithmetic per load.
+struct Ptrs {
+  const uint4* w[TILES];      // row tile tile0 + r (tiles past N: the last): the lane's 16-byte word of chunk 0
+  const unsigned* sz[TILES];  // its (scale, zero) word of channel g (g + 8: + 8)
+  const __half* x[NT];        // batch row g + 8 j (rows past M: row M - 1; their outputs are never stored) at k 16 t
 };
 
 struct Group {  // one group of TILES row tiles: one 16-byte load of weights per lane and chunk, and the (scale,
@@ -91,7 +100,7 @@ struct Group {  // one group of TILES row tiles: one 16-byte load of weights per
 typedef float Acc[TILES][NT][4];
 
 // The weights, scales and zeros of group grp of row tiles tile0 .. tile0 + TILES - 1 (tiles past N read the last tile;
-// grp past K: none).
+// grp past K: none): the grouped kernel's load.
 __device__ __forceinline__ void load_group(const Ctx& p, Group& w, int tile0, int grp) {
 #pragma unroll
   for (int r = 0; r < TILES; ++r) {
@@ -107,9 +116,21 @@ __device__ __forceinline__ void load_group(const Ctx& p, Group& w, int tile0, in
   }
 }
 
-// acc += x[:, group grp] . dequant(w)^T for the TILES row tiles.
-__device__ __forceinline__ void compute_group(const Ctx& p, Acc& acc, const Group& w, int grp) {
-  const int g = p.g, t = p.t;
+// The weights, scales and zeros of item u of the step (the group u * WARPS past q's) of the CTA's row tiles.
+template <int u>
+__device__ __forceinline__ void load_group(const Ptrs& q, Group& w) {
+#pragma unroll
+  for (int r = 0; r < TILES; ++r) {
+#pragma unroll
+    for (int c = 0; c < CPG; ++c) w.w[r][c] = ld_stream(q.w[r] + (u * WARPS * CPG + c) * 32);
+    w.sz0[r] = __ldg(q.sz[r] + u * WARPS * 16);
+    w.sz8[r] = __ldg(q.sz[r] + u * WARPS * 16 + 8);
+  }
+}
+
+// acc += x[:, group] . dequant(w)^T for the TILES row tiles, the group item u of the step.
+template <int u>
+__device__ __forceinline__ void compute_group(const Ptrs& q, Acc& acc, const Group& w) {
 #if TCG_WSCALE
   Acc& part = acc;  // the mma accumulates the output; the scale is in the weights
   unsigned sh0[TILES], sh8[TILES];
@@ -139,18 +160,12 @@ __device__ __forceinline__ void compute_group(const Ctx& p, Acc& acc, const Grou
   }
 #pragma unroll
   for (int c = 0; c < CPG; ++c) {
-    // x of batch rows g + 8 j at k = 64 (grp CPG + c) + 16 t .. + 15: eight half2, zeros past M.
+    // x of batch rows g + 8 j at k = 64 (group CPG + c) + 16 t .. + 15: eight half2.
     unsigned xb[NT][8];
-    const int k0 = (grp * CPG + c) * 64 + 16 * t;
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
-      const int m = g + 8 * j;
-      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-      if (m < p.M) {
-        const uint4* src = reinterpret_cast<const uint4*>(p.x + (size_t)m * p.K + k0);
-        lo = __ldg(src);
-        hi = __ldg(src + 1);
-      }
+      const uint4* src = reinterpret_cast<const uint4*>(q.x[j] + (u * WARPS * CPG + c) * 64);
+      const uint4 lo = __ldg(src), hi = __ldg(src + 1);
       xb[j][0] = lo.x; xb[j][1] = lo.y; xb[j][2] = lo.z; xb[j][3] = lo.w;
       xb[j][4] = hi.x; xb[j][5] = hi.y; xb[j][6] = hi.z; xb[j][7] = hi.w;
     }
@@ -198,14 +213,57 @@ __device__ __forceinline__ Ctx make_ctx(const uint4* W, const unsigned* SZ, cons
              lane & 3};
 }
 
+// The lane's pointers at its warp's first group (group `warp`).
+__device__ __forceinline__ Ptrs first_ptrs(const uint4* W, const unsigned* SZ, const __half* x, int M, int N, int K,
+                                          int tile0, int warp, int lane) {
+  const int ntiles = (N + 15) >> 4, groups = K / W4_GROUP;
+  Ptrs q;
+#pragma unroll
+  for (int r = 0; r < TILES; ++r) {
+    const size_t tile = min(tile0 + r, ntiles - 1);
+    q.w[r] = W + (tile * (size_t)(K >> 6) + (size_t)warp * CPG) * 32 + lane;
+    q.sz[r] = SZ + (tile * (size_t)groups + warp) * 16 + (lane >> 2);
+  }
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+    q.x[j] = x + (size_t)min((lane >> 2) + 8 * j, M - 1) * K + warp * CPG * 64 + 16 * (lane & 3);
+  return q;
+}
+
+// Item u of every step: group b * WARPS * U + warp + u * WARPS, if it exists (load, then convert and multiply).
+template <int u>
+__device__ __forceinline__ void load_item(const Ptrs& q, Group (&w)[U], bool here) {
+  if constexpr (u < U) {
+    if (here) load_group<u>(q, w[u]);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(WARPS * 32, TCG_MINB)
     gemv_w4a16_tc(const uint4* __restrict__ W, const unsigned* __restrict__ SZ, const __half* __restrict__ x,
                   __half* __restrict__ y, int M, int N, int K) {
   const Ctx p = make_ctx(W, SZ, x, y, M, N, K);
+  const int tile0 = blockIdx.x * TILES, groups = p.groups, warp = p.warp;
+  Ptrs q = first_ptrs(W, SZ, x, M, N, K, tile0, warp, p.lane);
   Acc acc;
   zero_sums(acc);
-  const int tile0 = blockIdx.x * TILES;
-  split_k<WARPS, U, Group>(p.groups, p.warp, [&](Group& w, int grp) { load_group(p, w, tile0, grp); },
-                           [&](const Group& w, int grp) { compute_group(p, acc, w, grp); });
+  // The warps' walk over the K groups as split_k (tc_gemv_common.cuh): U groups loaded per step before the first is
+  // converted; every warp takes the same number of steps.
+  const int steps = (groups + WARPS * U - 1) / (WARPS * U);
+  for (int b = 0, grp = warp; b < steps; ++b, grp += WARPS * U) {
+    Group w[U];
+    static_assert(U <= 4, "the walk unrolls at most 4 groups per step");
+    load_item<0>(q, w, grp < groups);
+    load_item<1>(q, w, grp + WARPS < groups);
+    load_item<2>(q, w, grp + 2 * WARPS < groups);
+    load_item<3>(q, w, grp + 3 * WARPS < groups);
+    if (grp < groups) compute_group<0>(q, acc, w[0]);
+    if constexpr (U > 1) if (grp + WARPS < groups) compute_group<1>(q, acc, w[1]);
+    if constexpr (U > 2) if (grp + 2 * WARPS < groups) compute_group<2>(q, acc, w[2]);
+    if constexpr (U > 3) if (grp + 3 * WARPS < groups) compute_group<3>(q, acc, w[3]);
+#pragma unroll
+    for (int r = 0; r < TILES; ++r) q.w[r] += WARPS * U * CPG * 32, q.sz[r] += WARPS * U * 16;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) q.x[j] += WARPS * U * CPG * 64;
+  }
   reduce_store(p, acc, tile0);
 }

@@ -95,19 +95,25 @@ struct Ctx {
 typedef uint4 Chunk[TILES][2];  // one chunk of weights of TILES row tiles: one 16-byte load per lane and k-step
 typedef float Sums[TILES][NT][4];
 
-// The weights of chunk c of row tiles tile0 .. tile0 + TILES - 1 (tiles past N read the last tile; c past K: none).
-__device__ __forceinline__ void load_chunk(const Ctx& p, Chunk& w, int tile0, int c) {
-  if (c >= p.chunks) return;
+// This lane's pointers at the chunk its warp takes next; the walk advances them by WARPS * U chunks a step, and item
+// u of a step sits u * WARPS chunks further: compile-time offsets, no index arithmetic per load.
+struct Ptrs {
+  const uint4* w[TILES];  // row tile tile0 + r (tiles past N: the last): the lane's word of k-step 0
+  const unsigned short* x[NT];  // batch row g + 8 j (past M: row M - 1, whose output column is never stored), k 16 t
+};
+
+// The weights of item u of the step, of row tiles tile0 .. tile0 + TILES - 1.
+template <int u>
+__device__ __forceinline__ void load_chunk(const Ptrs& q, Chunk& w) {
 #pragma unroll
-  for (int r = 0; r < TILES; ++r) {
-    const uint4* src = p.W + ((size_t)min(tile0 + r, p.ntiles - 1) * p.chunks + c) * 64 + p.lane;
+  for (int r = 0; r < TILES; ++r)
 #pragma unroll
-    for (int s = 0; s < 2; ++s) w[r][s] = ld_stream(src + 32 * s);
-  }
+    for (int s = 0; s < 2; ++s) w[r][s] = ld_stream(q.w[r] + u * WARPS * 64 + 32 * s);
 }
 
-// acc += x[:, chunk c] . W[tiles, chunk c]^T.
-__device__ __forceinline__ void compute_chunk(const Ctx& p, Sums& acc, const Chunk& w, int c) {
+// acc += x[:, chunk] . W[tiles, chunk]^T for item u of the step.
+template <int u>
+__device__ __forceinline__ void compute_chunk(const Ptrs& q, Sums& acc, const Chunk& w) {
   unsigned a[TILES][2][8];  // per tile and k-step: {g lo, g hi, g+8 lo, g+8 hi} of k0..3, then of k0+4..7
 #pragma unroll
   for (int r = 0; r < TILES; ++r)
@@ -119,13 +125,8 @@ __device__ __forceinline__ void compute_chunk(const Ctx& p, Sums& acc, const Chu
     }
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
-    const int m = p.g + 8 * j;
-    uint4 xs[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-    if (m < p.M) {
-      const uint4* src = reinterpret_cast<const uint4*>(p.x + (size_t)m * p.K + (size_t)c * 64 + 16 * p.t);
-      xs[0] = __ldg(src);
-      xs[1] = __ldg(src + 1);
-    }
+    const uint4* src = reinterpret_cast<const uint4*>(q.x[j] + u * WARPS * 64);
+    const uint4 xs[2] = {__ldg(src), __ldg(src + 1)};
 #pragma unroll
     for (int r = 0; r < TILES; ++r)
 #pragma unroll
@@ -157,8 +158,31 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, TCW_MINB)
   Sums acc;
   zero_sums(acc);
   const int tile0 = blockIdx.x * TILES;
-  split_k<WARPS, U, Chunk>(p.chunks, p.warp, [&](Chunk& w, int c) { load_chunk(p, w, tile0, c); },
-                           [&](const Chunk& w, int c) { compute_chunk(p, acc, w, c); });
+  Ptrs q;
+#pragma unroll
+  for (int r = 0; r < TILES; ++r)
+    q.w[r] = W + ((size_t)min(tile0 + r, p.ntiles - 1) * p.chunks + p.warp) * 64 + lane;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) q.x[j] = x + (size_t)min(p.g + 8 * j, M - 1) * K + p.warp * 64 + 16 * p.t;
+  // The warps' walk over the K chunks as split_k (tc_gemv_common.cuh): U chunks loaded per step before the first is
+  // used; every warp takes the same number of steps.
+  static_assert(TCW_U <= 4, "the walk unrolls at most 4 chunks per step");
+  const int steps = (p.chunks + WARPS * U - 1) / (WARPS * U);
+  for (int b = 0, c = p.warp; b < steps; ++b, c += WARPS * U) {
+    Chunk w[U];
+    if (c < p.chunks) load_chunk<0>(q, w[0]);
+    if constexpr (U > 1) if (c + WARPS < p.chunks) load_chunk<1>(q, w[1]);
+    if constexpr (U > 2) if (c + 2 * WARPS < p.chunks) load_chunk<2>(q, w[2]);
+    if constexpr (U > 3) if (c + 3 * WARPS < p.chunks) load_chunk<3>(q, w[3]);
+    if (c < p.chunks) compute_chunk<0>(q, acc, w[0]);
+    if constexpr (U > 1) if (c + WARPS < p.chunks) compute_chunk<1>(q, acc, w[1]);
+    if constexpr (U > 2) if (c + 2 * WARPS < p.chunks) compute_chunk<2>(q, acc, w[2]);
+    if constexpr (U > 3) if (c + 3 * WARPS < p.chunks) compute_chunk<3>(q, acc, w[3]);
+#pragma unroll
+    for (int r = 0; r < TILES; ++r) q.w[r] += WARPS * U * 64;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) q.x[j] += WARPS * U * 64;
+  }
   reduce_tiles<WARPS, NT, TILES>(acc, p.warp, p.g, p.t, tile0, p.M, p.N, [&](int m, int n, float v) {
     p.y[(size_t)m * p.N + n] = to_out(v * f16_to_f32(p.s[n]));
   });

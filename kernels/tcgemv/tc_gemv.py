@@ -63,12 +63,16 @@ class Config:
 # tiles per CTA on 12288x4096, 28672x8192 and 32000x4096 and 6 % slower on 22016x4096 (H200).
 Columns = tuple[tuple[float, Config], ...]  # (most row tiles per SM, configuration), ascending, the last math.inf
 FEW_TILES_PER_SM = 4  # the M <= 8 bin's boundary here, the M 9-16 bin's in kernels.tcgemv.tc_gemv_q8
+# PREPARED, NOT MEASURED (2026-12-07): the M 9-16 wide columns without `wscale` (per-group fp32 sums); in
+# gemv_w4a16_tc.cu x rows past M read row M - 1 and the walk carries its pointers: 251 instead of 386 instructions per
+# main-loop iteration (16 code words) on the widest column, 217 instead of 333 at M <= 8, the same CTAs per SM but
+# at M 9-16 on <= 3 row tiles per SM (3 -> 2) (SASS by cuobjdump of the NVRTC sm_90 cubins).
 TABLE: tuple[tuple[int, Columns], ...] = (  # (largest M, columns)
     (8, ((FEW_TILES_PER_SM, Config(nt=1, warps=16, u=1, minb=2)), (math.inf, Config(nt=1, warps=8, u=2, minb=4)))),
     (16, ((2, Config(nt=2, warps=16, u=1, minb=2)),
           (3, Config(nt=2, warps=8, u=1)),
-          (5, Config(nt=2, warps=8, u=1, tiles=2, wscale=True, minb=2)),
-          (math.inf, Config(nt=2, warps=4, u=1, tiles=2, wscale=True, minb=2)))),
+          (5, Config(nt=2, warps=8, u=1, tiles=2, minb=2)),
+          (math.inf, Config(nt=2, warps=4, u=1, tiles=2, minb=2)))),
 )
 
 
@@ -169,8 +173,8 @@ SPECS: tuple[KernelSpec, ...] = (
                "the K groups, weights straight to registers (16-byte loads in the mma's fragment order), sums across "
                "warps in shared memory",
                notes="G=128 (any multiple of 64); mma.sync m16n8k16 f16 with the weights as A and the batch as N "
-               "(padded to 8 or 16); 0x6400 magic + lop3, q - z exact; M <= 8: scale on the fp32 sums per group, "
-               "M 9-16 from 2.5 row tiles per SM: scale in the fp16 weights; zero point stored as 8 bits in the "
+               "(padded to 8 or 16); 0x6400 magic + lop3, q - z exact; the scale on the fp32 sums per group; zero "
+               "point stored as 8 bits in the "
                "layout (4 counted by models.schemes)",
                facts=KernelFacts("gemv", "mma_sync_f16", "w4", tuple((m, cols[0][1].nt * 8) for m, cols in TABLE),
                                  bn=ROWS, cta_tiles=cta_tiles_from(TABLE))),
