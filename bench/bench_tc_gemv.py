@@ -50,6 +50,7 @@ _W4_VARIANTS: dict[int, tuple[dict[str, Any], ...]] = {
     1: ({"warps": 8, "u": 2, "minb": 1}, {"warps": 8, "u": 3, "minb": 3}, {"warps": 16, "u": 2, "minb": 2},
         {"warps": 4, "u": 4, "minb": 8}),
     2: ({"tiles": 2, "u": 2, "warps": 8, "wscale": False}, {"wscale": True, "tiles": 4, "u": 1, "warps": 8},
+        {"warps": 8, "u": 1, "tiles": 1, "minb": 1},
         {"wscale": True, "tiles": 2, "u": 2, "warps": 8}, {"wscale": True, "tiles": 8, "u": 1, "warps": 8}),
 }
 _Q8_VARIANTS: dict[int, tuple[dict[str, Any], ...]] = {

@@ -63,14 +63,14 @@ class Config:
 # tiles per CTA on 12288x4096, 28672x8192 and 32000x4096 and 6 % slower on 22016x4096 (H200).
 Columns = tuple[tuple[float, Config], ...]  # (most row tiles per SM, configuration), ascending, the last math.inf
 FEW_TILES_PER_SM = 4  # the M <= 8 bin's boundary here, the M 9-16 bin's in kernels.tcgemv.tc_gemv_q8
-# PREPARED, NOT MEASURED (2026-12-07): the M 9-16 wide columns without `wscale` (per-group fp32 sums); in
-# gemv_w4a16_tc.cu x rows past M read row M - 1 and the walk carries its pointers: 251 instead of 386 instructions per
-# main-loop iteration (16 code words) on the widest column, 217 instead of 333 at M <= 8, the same CTAs per SM but
-# at M 9-16 on <= 3 row tiles per SM (3 -> 2) (SASS by cuobjdump of the NVRTC sm_90 cubins).
+# The M 9-16 wide columns keep the scale on the fp32 sums (no `wscale`): with the pointer walk of gemv_w4a16_tc.cu
+# 251 instead of 386 instructions per main-loop iteration on the widest column (SASS, cuobjdump of the NVRTC sm_90
+# cubins). The walk's pointers take 86 registers in the <= 3 column (79 before): minb=3 keeps its 3 CTAs per SM (80
+# registers, no local memory); unbounded it ran 2 and 5120x5120 M = 16 took 11.75 against 9.31 us (H100, 2026-12-07).
 TABLE: tuple[tuple[int, Columns], ...] = (  # (largest M, columns)
     (8, ((FEW_TILES_PER_SM, Config(nt=1, warps=16, u=1, minb=2)), (math.inf, Config(nt=1, warps=8, u=2, minb=4)))),
     (16, ((2, Config(nt=2, warps=16, u=1, minb=2)),
-          (3, Config(nt=2, warps=8, u=1)),
+          (3, Config(nt=2, warps=8, u=1, minb=3)),
           (5, Config(nt=2, warps=8, u=1, tiles=2, minb=2)),
           (math.inf, Config(nt=2, warps=4, u=1, tiles=2, minb=2)))),
 )
