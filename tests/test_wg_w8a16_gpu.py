@@ -4,8 +4,9 @@ H100/H200 (pytest -m gpu; skipped on other GPUs).
 Fresh random inputs (the seed in the failure message), outputs poisoned with NaN before each of two launches on the same
 input set, rel = ||y - ref|| / ||ref|| against the product of the dequantized weights (int8 codes times their fp16 row
 scale, kernels.problems) and the 16-bit activations; the split tiles' counters left at zero. Every batch tile of
-W8_TILES and of the narrow layers' W8_BANDS, M below one tile and partial tiles (1, 17, 33, 100, 129, 255), the smallest N and K the kernel accepts
-(one 128-channel tile, one k-tile) and K with an odd number of k-tiles, the LLM layers, every other tile form
+W8_TILES and of the narrow layers' W8_BANDS, M below one tile and partial tiles (1, 17, 33, 100, 129, 255), the
+smallest N and K the kernel accepts (one 128-channel tile, one k-tile) and K with an odd number of k-tiles, the LLM
+layers, every other tile form
 (forced), and the grids (clusters, slots, stream-K). Exact products summed in fp32; output rounded to fp16 (2e-3) or
 bf16 (4e-3).
 """
