@@ -66,7 +66,7 @@ FEW_TILES_PER_SM = 4  # the M <= 8 bin's boundary here, the M 9-16 bin's in kern
 # The M 9-16 wide columns keep the scale on the fp32 sums (no `wscale`): with the pointer walk of gemv_w4a16_tc.cu
 # 251 instead of 386 instructions per main-loop iteration on the widest column (SASS, cuobjdump of the NVRTC sm_90
 # cubins). The walk's pointers take 86 registers in the <= 3 column (79 before): minb=3 keeps its 3 CTAs per SM (80
-# registers, no local memory); unbounded it ran 2 and 5120x5120 M = 16 took 11.75 against 9.31 us (H100, 2026-12-07).
+# registers, no local memory); unbounded it ran 2: 5120x5120 M = 16 11.82 against 9.25 us with minb=3 (one H100).
 TABLE: tuple[tuple[int, Columns], ...] = (  # (largest M, columns)
     (8, ((FEW_TILES_PER_SM, Config(nt=1, warps=16, u=1, minb=2)), (math.inf, Config(nt=1, warps=8, u=2, minb=4)))),
     (16, ((2, Config(nt=2, warps=16, u=1, minb=2)),
