@@ -129,6 +129,40 @@ def test_interrupted_sweep_keeps_points_and_resumes(tmp_path):
     assert res.measured == len(points)
 
 
+def test_remeasure_measures_again_and_replaces_the_points(tmp_path):
+    from dataclasses import replace
+
+    out = tmp_path / "sweep.parquet"
+    points = plan([FAKE_SPEC], SHAPES, [1, 2], 90)
+
+    def on(env, pts, **kw):
+        runner = FakeRunner()
+        return run_sweep(pts, out, env, cfg=CFG, timer=FakeTimer(runner), runner_factory=lambda name: runner,
+                         sampler=NvmlSampler(device=FakeNvmlDevice()), progress=False, log=lambda m: None, **kw)
+
+    gpu_a = replace(ENV, gpu_key="h200-sxm")
+    first = on(gpu_a, points)
+    res = on(gpu_a, points[:2], remeasure=True)
+    assert res.skipped_done == 0 and res.measured == 2 and res.run_id != first.run_id
+    df = store.load_measurements(out)
+    assert len(df) == len(points) and (df["run_id"] == res.run_id).sum() == 2  # one row per point, two new
+    on(replace(gpu_a, gpu_uuid="GPU-fake-0002"), points[:1], remeasure=True)  # another GPU of the same kind
+    df = store.load_measurements(out)
+    assert len(df) == len(points) and (df["gpu_uuid"] == "GPU-fake-0002").sum() == 1
+    on(replace(gpu_a, gpu_uuid="GPU-fake-0003"), points[:1])  # a plain resume on a third one adds its row beside
+    assert len(store.load_measurements(out)) == len(points) + 1
+
+
+def test_interrupted_remeasure_keeps_every_point(tmp_path):
+    out = tmp_path / "sweep.parquet"
+    points = plan([FAKE_SPEC], SHAPES, [1, 2, 4], 90)
+    first = sweep(points, out, FakeRunner())
+    with pytest.raises(KeyboardInterrupt):
+        sweep(points, out, Interrupt(after=2), remeasure=True)
+    df = store.load_measurements(out)
+    assert len(df) == len(points) and (df["run_id"] != first.run_id).sum() == 2  # two replaced, the rest kept
+
+
 def test_killed_sweep_journal_is_folded_on_resume(tmp_path):
     out = tmp_path / "sweep.parquet"
     points = plan([FAKE_SPEC], SHAPES[:1], [1, 2], 90)
@@ -190,6 +224,10 @@ def test_cli_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "cannot write" in err or "no registered kernel" in err
     assert main(["profile", "--out", str(tmp_path / "x.csv")]) == 2
+    assert main(["profile", "--remeasure", "--fresh"]) == 2
+    assert "--remeasure with --fresh" in capsys.readouterr().err
+    assert main(["profile", "--remeasure", "--gpus", "all"]) == 2
+    assert "--remeasure runs on one GPU" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU")

@@ -91,6 +91,27 @@ def test_journal_append_fold_and_torn_line(tmp_path):
     assert frame["M"].tolist() == [1, 2] and frame["time_median_s"].tolist() == [1.5, 9.0]
 
 
+def test_fold_supersede_replaces_the_points_on_any_gpu_of_the_kind(tmp_path):
+    out = tmp_path / "sweep.parquet"
+    old = [row(M=m, gpu_uuid="GPU-a", gpu_key="h200-sxm", kernel=k, time_median_s=1.0) for m in (1, 2) for k in "pq"]
+    other_kind = row(M=1, gpu_uuid="GPU-c", gpu_key="h100-sxm", kernel="p", time_median_s=3.0)
+    store.write_points(out, old + [other_kind])
+    j = store.journal_path(out)
+    store.append_journal(j, row(M=1, gpu_uuid="GPU-b", gpu_key="h200-sxm", kernel="p", time_median_s=2.0))
+    frame = store.fold_journal(out, supersede=True)
+    got = sorted(zip(frame["gpu_uuid"], frame["kernel"], frame["M"], frame["time_median_s"], strict=True))
+    assert got == [("GPU-a", "p", 2, 1.0), ("GPU-a", "q", 1, 1.0), ("GPU-a", "q", 2, 1.0), ("GPU-b", "p", 1, 2.0),
+                   ("GPU-c", "p", 1, 3.0)]  # kernel p at M = 1 of GPU-a replaced; the H100's row kept
+    store.append_journal(j, row(M=2, gpu_uuid="GPU-b", gpu_key="h200-sxm", kernel="q", time_median_s=4.0))
+    frame = store.fold_journal(out)  # without supersede another GPU's rows stay beside the new one
+    assert len(frame) == 6 and sorted(frame[frame["kernel"] == "q"]["time_median_s"]) == [1.0, 1.0, 4.0]
+    uncatalogued = [row(M=1, gpu_uuid=u, gpu_key="", kernel="p") for u in ("GPU-x", "GPU-y")]
+    store.write_points(out, uncatalogued)
+    store.append_journal(j, row(M=1, gpu_uuid="GPU-x", gpu_key="", kernel="p", time_median_s=5.0))
+    frame = store.fold_journal(out, supersede=True)  # outside the catalogue the kind is the GPU itself
+    assert sorted(zip(frame["gpu_uuid"], frame["time_median_s"], strict=True)) == [("GPU-x", 5.0), ("GPU-y", 1.5)]
+
+
 def test_atomic_write_leaves_no_temp_files(tmp_path):
     store.write_points(tmp_path / "a.parquet", [row()])
     assert [p.name for p in tmp_path.iterdir()] == ["a.parquet"]

@@ -71,7 +71,7 @@ def print_grouped(model_key: str, gpus: list[str], schemes: list[str], batches: 
 def profile_moe(moe: str | None, routing: str | None, routing_seed: str | None, *, scheme: list[str] | None,
                 kernel: list[str] | None, batch: list[str] | None, out: Path | None, hot: bool, budget: float,
                 graph: bool, fresh: bool, progress: bool, data_root: str | None, calibration_dir: Path | None,
-                wait: bool, others: dict[str, Any]) -> None:
+                wait: bool, others: dict[str, Any], remeasure: bool = False) -> None:
     """`workbench profile --moe MODEL[,MODEL] [--routing R] [--routing-seed N]`: the models' expert layers with the
     grouped kernels (workbench.measure.moe_points); every argument checked before the GPU is touched."""
     import sys
@@ -124,5 +124,5 @@ def profile_moe(moe: str | None, routing: str | None, routing_seed: str | None, 
     result = run_sweep(points, out, env, cfg=cfg, timer=CudaTimer(use_graph=graph),
                        sampler=NvmlSampler(uuid=env.gpu_uuid or None), runner_factory=moe_points.runner_factory,
                        calibration_sm_clock_hz=calibration_clock(env, calibration_dir or root / "calibration"),
-                       fresh=fresh, progress=progress)
+                       fresh=fresh, progress=progress, remeasure=remeasure)
     report(result, out)

@@ -50,6 +50,9 @@ def profile(
     budget: Annotated[float, typer.Option("--budget", help="seconds of timing loop per point")] = 0.12,
     graph: Annotated[bool, typer.Option("--graph/--no-graph", help="replay a CUDA graph of launches")] = True,
     fresh: Annotated[bool, typer.Option("--fresh", help="discard what the output holds instead of resuming")] = False,
+    remeasure: Annotated[bool, typer.Option("--remeasure", help="measure the selected points again, also those the "
+                                            "output holds; the new rows replace theirs (after a kernel change)")]
+    = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     calibration_dir: Annotated[Path | None, typer.Option("--calibration-dir")] = None,
     group_size: Annotated[int | None, typer.Option(
@@ -75,12 +78,17 @@ def profile(
         raise InputError(f"--budget {budget}: give seconds per point in (0, 3600], e.g. --budget 0.12")
     for value, option in ((gpus, "--gpus"), (ray, "--ray")):  # empty: refused, not read as "one local GPU"
         cli_args.nonempty(value, option)
+    if remeasure and fresh:
+        raise InputError("--remeasure with --fresh: --fresh already measures every point and drops the rest of the "
+                         "output; give one of them")
+    if remeasure and (gpus or ray or split):
+        raise InputError("--remeasure runs on one GPU; leave out --gpus, --split and --ray")
     if moe is not None or routing is not None or routing_seed is not None:
         from workbench.interfaces.cli_moe import profile_moe
 
         return profile_moe(moe, routing, routing_seed, scheme=scheme, kernel=kernel, batch=batch, out=out, hot=hot,
                            budget=budget, graph=graph, fresh=fresh, progress=progress, data_root=data_root,
-                           calibration_dir=calibration_dir, wait=wait,
+                           calibration_dir=calibration_dir, wait=wait, remeasure=remeasure,
                            others={"--exclude": exclude, "--shape": shape, "--model": model,
                                    "--group-size": group_size, "--gpus": gpus, "--split": split, "--ray": ray})
     if group_size is not None and group_size not in GROUP_SIZES:
@@ -136,7 +144,7 @@ def profile(
         result = run_sweep(
             points, out, env, cfg=cfg, timer=CudaTimer(use_graph=graph), sampler=NvmlSampler(uuid=env.gpu_uuid or None),
             calibration_sm_clock_hz=calibration_clock(env, calibration_dir), fresh=fresh, progress=progress,
-            group_size=group_size,
+            group_size=group_size, remeasure=remeasure,
         )
     except SweepAborted as exc:
         print(f"error: {exc}", file=sys.stderr)

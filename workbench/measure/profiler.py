@@ -256,8 +256,12 @@ def run_sweep(
     progress: bool = True,
     log: Callable[[str], None] = print,
     warm_threads: int = warm_up.WARM_THREADS,
+    remeasure: bool = False,
 ) -> SweepResult:
     """Measure `points` (skipping those already in `out`), appending each row to the journal as it is measured.
+
+    `remeasure`: measure every point, also those `out` holds; the new rows replace the old rows of the same points
+    (of any GPU of this kind) when the journal is folded, at the end or on an interruption (store.fold_journal).
 
     `group_size` (w4a16 kernels; None: the scheme's default) is passed to their runners, which refuse one they
     cannot run. Every kernel the points need is compiled in background processes (start_compiles) and measured as
@@ -273,8 +277,8 @@ def run_sweep(
     existing = _existing(out)
     mine = existing[existing["gpu_uuid"] == env.gpu_uuid] if len(existing) else existing
     mode = "hot" if cfg.hot else "cold"
-    done = {point_key(*r) for r in mine[list(store.POINT_KEY)].itertuples(index=False)}
-    run_id = str(mine["run_id"].iloc[-1]) if len(mine) else new_run_id()
+    done = set() if remeasure else {point_key(*r) for r in mine[list(store.POINT_KEY)].itertuples(index=False)}
+    run_id = str(mine["run_id"].iloc[-1]) if len(mine) and not remeasure else new_run_id()
 
     def group_of(p: Point) -> int:
         return (group_size or _default_group()) if p.spec.scheme == "w4a16" else 0
@@ -366,7 +370,7 @@ def run_sweep(
                             bar.advance(task)
     finally:
         t = time.perf_counter()
-        result.frame = store.fold_journal(out)
+        result.frame = store.fold_journal(out, supersede=remeasure)
         add_phase("store", time.perf_counter() - t)
         result.wall_s = time.perf_counter() - t_start
         result.nvml_warning = sampler.warning

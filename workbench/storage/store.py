@@ -239,25 +239,37 @@ def read_journal(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def fold_journal(path: str | Path) -> pd.DataFrame:
+def fold_journal(path: str | Path, supersede: bool = False) -> pd.DataFrame:
     """Merge the journal beside `path` into `path` (Parquet), remove the journal, return all rows.
 
-    Rows of the same point (POINT_KEY) keep the latest. The read-merge-write runs under the journal's store lock,
-    so a row appended or written by another process is re-read, never dropped.
+    Rows of the same point (POINT_KEY) keep the latest. `supersede` (`workbench profile --remeasure`): the journal's
+    rows also replace the file's rows of their points measured on another GPU of the same kind (`gpu_key`; a GPU
+    outside the catalogue: its UUID alone). The read-merge-write runs under the journal's store lock, so a row
+    appended or written by another process is re-read, never dropped.
     """
     path = Path(path)
     jpath = journal_path(path)
     with store_lock(jpath):
-        return _fold_locked(path, jpath)
+        return _fold_locked(path, jpath, supersede)
 
 
-def _fold_locked(path: Path, jpath: Path) -> pd.DataFrame:
+def _kind_keys(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
+    """Each row's point with its GPU kind in place of its UUID (`fold_journal(supersede=True)`)."""
+    kind = frame["gpu_key"].astype(str).where(frame["gpu_key"].astype(str) != "", frame["gpu_uuid"].astype(str))
+    return list(zip(kind, *(frame[c] for c in POINT_KEY[1:]), strict=True))
+
+
+def _fold_locked(path: Path, jpath: Path, supersede: bool = False) -> pd.DataFrame:
     frames = []
     if path.exists():
         frames.append(read_measurement_file(path))
     journal = read_journal(jpath)
     if journal:
-        frames.append(rows_to_frame(journal, str(jpath)))
+        new = rows_to_frame(journal, str(jpath))
+        if supersede and frames:
+            replaced = set(_kind_keys(new))
+            frames[0] = frames[0][[k not in replaced for k in _kind_keys(frames[0])]]
+        frames.append(new)
     frame = pd.concat(frames, ignore_index=True) if frames else empty_measurements()
     frame = frame.drop_duplicates(subset=list(POINT_KEY), keep="last").reset_index(drop=True)
     write_points(path, frame)
