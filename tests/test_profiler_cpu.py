@@ -1,10 +1,13 @@
+import functools
 import math
+import os
+import signal
 
 import pytest
 
 from models.errors import InputError
 from tests.fakes_profiler import FAKE_SPEC, FakeNvmlDevice, FakeRunner, FakeTimer
-from workbench.interfaces.cli import main
+from workbench.interfaces.cli import main, sigterm_as_interrupt
 from workbench.measure.environment import Environment
 from workbench.measure.nvml import NvmlSampler
 from workbench.measure.profiler import (
@@ -153,6 +156,26 @@ def test_remeasure_measures_again_and_replaces_the_points(tmp_path):
     assert len(store.load_measurements(out)) == len(points) + 1
 
 
+def test_remeasure_after_a_kill_folds_the_left_journal_with_the_replacement(tmp_path):
+    from dataclasses import replace
+
+    out = tmp_path / "sweep.parquet"
+    points = plan([FAKE_SPEC], SHAPES, [1, 2], 90)
+    gpu_a = replace(ENV, gpu_key="h200-sxm")
+    gpu_b = replace(gpu_a, gpu_uuid="GPU-fake-0002")
+    sweep_on = functools.partial(run_sweep, cfg=CFG, sampler=NvmlSampler(device=FakeNvmlDevice()), progress=False,
+                                 log=lambda m: None)
+    first = FakeRunner()
+    sweep_on(points, out, gpu_a, timer=FakeTimer(first), runner_factory=lambda name: first)
+    row = store.load_measurements(out).iloc[0].to_dict()  # a remeasure on GPU b killed (SIGKILL) after one point:
+    store.append_journal(store.journal_path(out), {**row, "gpu_uuid": gpu_b.gpu_uuid})  # its row only journaled
+    runner = Interrupt(after=0)  # the same command again, interrupted before it measures anything
+    with pytest.raises(KeyboardInterrupt):
+        sweep_on(points, out, gpu_b, timer=FakeTimer(runner), runner_factory=lambda name: runner, remeasure=True)
+    df = store.load_measurements(out)
+    assert len(df) == len(points) and (df["gpu_uuid"] == gpu_b.gpu_uuid).sum() == 1  # replaced, not added beside
+
+
 def test_interrupted_remeasure_keeps_every_point(tmp_path):
     out = tmp_path / "sweep.parquet"
     points = plan([FAKE_SPEC], SHAPES, [1, 2, 4], 90)
@@ -161,6 +184,53 @@ def test_interrupted_remeasure_keeps_every_point(tmp_path):
         sweep(points, out, Interrupt(after=2), remeasure=True)
     df = store.load_measurements(out)
     assert len(df) == len(points) and (df["run_id"] != first.run_id).sum() == 2  # two replaced, the rest kept
+
+
+class Terminate(FakeRunner):
+    """Sends this process SIGTERM (as `timeout` or `kill` would) when asked for the `after`-th point's input sets."""
+
+    def __init__(self, after):
+        super().__init__()
+        self.after = after
+        self.points = 0
+
+    def make(self, M, N, K, *, seed, reference):
+        if reference:
+            self.points += 1
+            if self.points > self.after:
+                os.kill(os.getpid(), signal.SIGTERM)
+        return super().make(M, N, K, seed=seed, reference=reference)
+
+
+def test_sigterm_ends_a_remeasure_like_an_interrupt(tmp_path):
+    out = tmp_path / "sweep.parquet"
+    points = plan([FAKE_SPEC], SHAPES, [1, 2, 4], 90)
+    first = sweep(points, out, FakeRunner())
+    before = signal.getsignal(signal.SIGTERM)
+    with sigterm_as_interrupt():
+        assert signal.getsignal(signal.SIGTERM) is not before  # else the SIGTERM below would end the test run
+        with pytest.raises(KeyboardInterrupt):
+            sweep(points, out, Terminate(after=2), remeasure=True)
+    assert signal.getsignal(signal.SIGTERM) is before  # restored when the command ends
+    assert not store.journal_path(out).exists()  # folded, with the replacement, before the process ends
+    df = store.load_measurements(out)
+    assert len(df) == len(points) and (df["run_id"] != first.run_id).sum() == 2
+
+
+def test_cli_exits_130_on_sigterm(monkeypatch, capsys):
+    import workbench.interfaces.cli as cli
+
+    class Command:
+        commands: dict = {}
+
+        def main(self, **kwargs):
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None)
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise AssertionError("SIGTERM did not interrupt the command")
+
+    monkeypatch.setattr(cli, "click_command", lambda: Command())
+    assert main(["profile"]) == 130
+    assert "interrupted" in capsys.readouterr().err
 
 
 def test_killed_sweep_journal_is_folded_on_resume(tmp_path):

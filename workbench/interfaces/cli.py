@@ -6,9 +6,13 @@ turns into one line on stderr and exit code 2 — never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 import typer
 
@@ -86,6 +90,25 @@ def click_command():
     return typer.main.get_command(build_app())
 
 
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (`timeout`, `kill`, a batch scheduler) ends a command as Ctrl-C does: its `finally` blocks run (a sweep
+    folds its journal into the output, with `--remeasure`'s replacement of the old rows) instead of the process dying
+    between two writes. Only the main thread can take a signal handler; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (2 for bad input, one line on stderr, whatever typer/click version)."""
     command = click_command()
@@ -94,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args:  # click < 8.2 shows the help with exit 0, click >= 8.2 raises NoArgsIsHelpError: same answer for both
         return _fail(f"no command given; use one of: {', '.join(names)} (workbench --help)")
     try:
-        result = command.main(args=args, prog_name="workbench", standalone_mode=False)
+        with sigterm_as_interrupt():
+            result = command.main(args=args, prog_name="workbench", standalone_mode=False)
     except InputError as exc:
         return _fail(str(exc))
     except (KeyboardInterrupt, EOFError):

@@ -234,10 +234,10 @@ def calibration_clock(env: Environment, calibration_dir: str | Path | None) -> f
 
 
 # ---------------------------------------------------------------------------------------------------- the sweep
-def _existing(out: Path) -> pd.DataFrame:
-    """Rows already in the output (folding a journal left by an interrupted run)."""
+def _existing(out: Path, supersede: bool = False) -> pd.DataFrame:
+    """Rows already in the output, folding a journal left by a killed run (with `supersede`: a --remeasure run's)."""
     if out.exists() or store.journal_path(out).exists():
-        return store.fold_journal(out)
+        return store.fold_journal(out, supersede=supersede)
     return store.empty_measurements()
 
 
@@ -274,7 +274,7 @@ def run_sweep(
     if fresh:
         out.unlink(missing_ok=True)
         jpath.unlink(missing_ok=True)
-    existing = _existing(out)
+    existing = _existing(out, supersede=remeasure)
     mine = existing[existing["gpu_uuid"] == env.gpu_uuid] if len(existing) else existing
     mode = "hot" if cfg.hot else "cold"
     done = set() if remeasure else {point_key(*r) for r in mine[list(store.POINT_KEY)].itertuples(index=False)}
