@@ -110,8 +110,11 @@ class Interrupt(FakeRunner):
         if reference:
             self.points += 1
             if self.points > self.after:
-                raise KeyboardInterrupt
+                self.stop()
         return super().make(M, N, K, seed=seed, reference=reference)
+
+    def stop(self):
+        raise KeyboardInterrupt
 
 
 def test_interrupted_sweep_keeps_points_and_resumes(tmp_path):
@@ -186,20 +189,11 @@ def test_interrupted_remeasure_keeps_every_point(tmp_path):
     assert len(df) == len(points) and (df["run_id"] != first.run_id).sum() == 2  # two replaced, the rest kept
 
 
-class Terminate(FakeRunner):
-    """Sends this process SIGTERM (as `timeout` or `kill` would) when asked for the `after`-th point's input sets."""
+class Terminate(Interrupt):
+    """Sends this process SIGTERM (as `timeout` or `kill` would) instead of raising KeyboardInterrupt."""
 
-    def __init__(self, after):
-        super().__init__()
-        self.after = after
-        self.points = 0
-
-    def make(self, M, N, K, *, seed, reference):
-        if reference:
-            self.points += 1
-            if self.points > self.after:
-                os.kill(os.getpid(), signal.SIGTERM)
-        return super().make(M, N, K, seed=seed, reference=reference)
+    def stop(self):
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def test_sigterm_ends_a_remeasure_like_an_interrupt(tmp_path):

@@ -255,7 +255,8 @@ def fold_journal(path: str | Path, supersede: bool = False) -> pd.DataFrame:
 
 def _kind_keys(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
     """Each row's point with its GPU kind in place of its UUID (`fold_journal(supersede=True)`)."""
-    kind = frame["gpu_key"].astype(str).where(frame["gpu_key"].astype(str) != "", frame["gpu_uuid"].astype(str))
+    key = frame["gpu_key"].astype(str)
+    kind = key.where(key != "", frame["gpu_uuid"].astype(str))
     return list(zip(kind, *(frame[c] for c in POINT_KEY[1:]), strict=True))
 
 
