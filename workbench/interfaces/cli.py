@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "workbench.interfaces.cli_model",
     "workbench.interfaces.cli_scale",
     "workbench.interfaces.cli_import",
+    "workbench.interfaces.cli_stale",
 )
 
 

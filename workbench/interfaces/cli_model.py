@@ -166,12 +166,16 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"no measurements of a calibrated GPU under {root} (calibrated: "
                              f"{', '.join(sorted(cals)) or 'none'}); run `workbench calibrate` on the GPU measured")
         rows = fit_rows(measured)
+        from workbench.measure.stale import row_status
         from workbench.storage.store import measurement_files
+
+        changed = rows.loc[(row_status(rows) == "changed").to_numpy(), "kernel"].value_counts().sort_index()
 
         files = [f.name for f in measurement_files(list(measurements) if measurements else root)]
         prov = {"fitted": datetime.now(UTC).isoformat(timespec="seconds"), "data_dir": str(root),
                 "gpus": sorted(set(rows["gpu"])), "git_commits": sorted(set(rows["git_commit"].astype(str))),
-                "files": files, "rows": "L2-cold, unthrottled, float64 check passed"}
+                "files": files, "rows": "L2-cold, unthrottled, float64 check passed",
+                "changed_code_rows": {str(k): int(n) for k, n in changed.items()}}
         table = fit_table(rows, kernel_facts(), gpu_lookup(cals), prov)
         from workbench.analysis import moe_tier  # the grouped MoE kernels, from the rows of `profile --moe`
 
@@ -185,6 +189,10 @@ def register(app: typer.Typer) -> None:
             print(f"left out {len(held)} rows of GPUs with no calibration ({gpus}): their terms are transferred, "
                   "so they check the model (`model-check`) instead of fitting it",
                   file=sys.stderr)
+        if len(changed):
+            print(f"fitted on {int(changed.sum())} rows of kernels whose code changed since they were measured "
+                  f"({', '.join(map(str, changed.index))}; `workbench stale` lists them): re-measure them with "
+                  "`workbench profile --remeasure`", file=sys.stderr)
         print(f"wrote {len(table.kernels)} kernels' parameters to {target}", file=sys.stderr)
 
     @app.command("kernel-facts")

@@ -18,7 +18,7 @@ from models.paths import dataset_dir
 from models.schemes import GROUP_SIZES
 from workbench.interfaces import cli_args
 from workbench.interfaces.sweep_report import default_out, report
-from workbench.measure.environment import detect, require_gpu
+from workbench.measure.environment import Environment, detect, require_gpu
 from workbench.measure.profiler import (
     DEFAULT_BATCHES,
     SweepAborted,
@@ -53,6 +53,9 @@ def profile(
     remeasure: Annotated[bool, typer.Option("--remeasure", help="measure the selected points again, also those the "
                                             "output holds; the new rows replace theirs (after a kernel change)")]
     = False,
+    stale: Annotated[bool, typer.Option("--stale", help="measure again the points of --out whose kernel code changed "
+                                        "since they were measured (`workbench stale`); their rows are replaced")]
+    = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     calibration_dir: Annotated[Path | None, typer.Option("--calibration-dir")] = None,
     group_size: Annotated[int | None, typer.Option(
@@ -83,6 +86,9 @@ def profile(
                          "output; give one of them")
     if remeasure and (gpus or ray or split):
         raise InputError("--remeasure runs on one GPU; leave out --gpus, --split and --ray")
+    if stale:
+        _check_stale(out, {"--fresh": fresh, "--remeasure": remeasure, "--gpus": gpus, "--split": split, "--ray": ray,
+                           "--moe": moe, "--shape": shape, "--model": model, "--batch": batch})
     if moe is not None or routing is not None or routing_seed is not None:
         from workbench.interfaces.cli_moe import profile_moe
 
@@ -124,8 +130,14 @@ def profile(
     # this GPU and this output are ours until the command ends; taken before any CUDA context (a waiting sweep must
     # not sit on the GPU): a second sweep is refused naming the holder, or waits with --wait
     locks.hold_sweep(env.gpu_uuid, out, wait=wait, on_wait=lambda m: print(m, file=sys.stderr))
-    points = plan(specs, shapes, batches, env.cc)
-    skipped = unsupported(specs, env.cc)
+    if stale:
+        points, group_size = _stale_points(out, env, hot, specs if kernel or scheme or exclude else None, group_size)
+        if not points:
+            return
+        remeasure = True
+    else:
+        points = plan(specs, shapes, batches, env.cc)
+    skipped = [] if stale else unsupported(specs, env.cc)
     if not points:
         cc = env.compute_capability
         why = f" ({skipped[0]}{'; ...' if len(skipped) > 1 else ''})" if skipped else ""
@@ -154,6 +166,36 @@ def profile(
             os._exit(1)
         raise typer.Exit(1) from None
     report(result, out)
+
+
+def _check_stale(out: Path | None, others: dict[str, object]) -> None:
+    """--stale's arguments, before a GPU is looked for: an existing --out, none of the options it decides itself."""
+    given = [k for k, v in others.items() if v not in (None, False, [])]
+    if given:
+        raise InputError(f"--stale takes its points from --out and measures them again on one GPU; leave out "
+                         f"{', '.join(given)}")
+    if out is None or not out.is_file():
+        raise InputError(f"--stale needs --out FILE, a measurement file that exists (got {out}); "
+                         "`workbench stale` lists the files whose rows measure changed code")
+
+
+def _stale_points(out: Path, env: Environment, hot: bool, specs: list | None,
+                  group_size: int | None) -> tuple[list, int | None]:
+    """The points of `out` to measure again (workbench.measure.stale.stale_points), what is left said in one line
+    each, and the group size they take."""
+    from workbench.measure.stale import stale_points
+
+    points, measured_at, notes = stale_points(store.read_measurement_file(out), env, "hot" if hot else "cold",
+                                              None if specs is None else {s.name for s in specs})
+    for line in notes:
+        print(f"left: {line}")
+    if group_size is not None and measured_at is not None and group_size != measured_at:
+        raise InputError(f"--group-size {group_size}: the changed w4a16 rows of {out} were measured at "
+                         f"{measured_at}; leave --group-size out")
+    if not points:
+        print(f"nothing to measure again: no row of {out} measures changed code on {env.gpu_key or env.gpu_uuid} "
+              f"({'hot' if hot else 'cold'})")
+    return points, group_size if group_size is not None else measured_at
 
 
 def calibrate(

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernels import registry
+from kernels import fingerprint, registry
 from kernels.registry import KernelSpec
 from models.errors import InputError, unknown
 from workbench.measure import warm_up
@@ -200,6 +200,7 @@ def make_row(env: Environment, point: Point, t: PointTiming, clocks: ClockSummar
         "K": point.shape.K,
         "group_size": int(scheme.group_size),
         **{c: point.M if v is None else v for c, v in ADDED_COLUMNS.items()},  # a dense layer (MoE: setup.columns)
+        "kernel_fingerprint": fingerprint.current(point.spec.name),
         "bytes": float(t.bytes) if t.bytes > 0 else float(tr.bytes),
         "flops": float(tr.flops),
         "mode": mode,

@@ -28,6 +28,9 @@ MEASUREMENT_COLUMNS: dict[str, str] = {
     "cupy_version": "string",
     "torch_version": "string",  # "" when torch was not importable
     "git_commit": "string",
+    # kernels.fingerprint of the kernel's code (CUDA sources, launcher) when measured; "" in rows written before it
+    # (ADDED_COLUMNS): `workbench stale` then reads the code at `git_commit`
+    "kernel_fingerprint": "string",
     # what was measured
     "scheme": "string",  # models.schemes name
     "kernel": "string",  # kernels registry name
@@ -78,8 +81,8 @@ MEASUREMENT_COLUMNS: dict[str, str] = {
 
 # Columns added after version 1 without a change of meaning (so without a version bump): the value a row written
 # before them gets (a dense point); None: the row's M.
-ADDED_COLUMNS: dict[str, object] = {"experts": 1, "top_k": 1, "routing": "", "routing_seed": 0, "touched_experts": 1,
-                                    "busiest_rows": None}
+ADDED_COLUMNS: dict[str, object] = {"kernel_fingerprint": "", "experts": 1, "top_k": 1, "routing": "",
+                                    "routing_seed": 0, "touched_experts": 1, "busiest_rows": None}
 
 # Calibration file: data/calibration/<gpu_key or name>-<uuid[:8]>.json, written by `workbench calibrate`.
 # Top-level keys: schema_version, gpu_name, gpu_key, gpu_uuid, timestamp, sm_clock_hz, mem_clock_hz, environment
