@@ -10,7 +10,7 @@ from kernels import fingerprint
 from models.errors import InputError
 from tests.compare_fixtures import frame, point
 from tests.fakes_profiler import FAKE_SPEC, FakeRunner
-from tests.test_profiler_cpu import SHAPES, sweep
+from tests.test_profiler_cpu import ENV, SHAPES, sweep
 from workbench.interfaces.cli import main
 from workbench.measure.environment import Environment
 from workbench.measure.profiler import plan
@@ -178,3 +178,18 @@ def test_profile_stale_bad_arguments_are_one_line_before_a_gpu_is_looked_for(arg
     assert main(["profile", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_the_stale_points_measured_again_replace_their_rows(tmp_path):
+    declared = dataclasses.replace(FAKE_SPEC, name="fp32_gemv")  # the fake runner under a declared kernel's name
+    out = tmp_path / "sweep.parquet"
+    sweep(plan([declared], SHAPES, [1, 4], 90), out, FakeRunner())
+    old = store.read_measurement_file(out).assign(kernel_fingerprint="0" * 16)  # as if measured on older code
+    store.write_points(out, old)
+    points, group, notes = stale_points(old, ENV, "cold")
+    assert len(points) == 4 and group is None and notes == []
+    result = sweep(points, out, FakeRunner(), remeasure=True)  # what `profile --stale` runs
+    new = store.read_measurement_file(out)
+    assert result.measured == 4 and len(new) == 4
+    assert (new["kernel_fingerprint"] == fingerprint.current("fp32_gemv")).all() and new["run_id"].nunique() == 1
+    assert stale_points(new, ENV, "cold")[0] == []
