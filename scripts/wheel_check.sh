@@ -75,6 +75,19 @@ check "2" "$wb" recommend
 check "0" "$wb" recommend --data-dir "$repo/data"
 check "0 1" "$wb" validate --data-dir "$repo/data"
 check "0 1" "$wb" kernel-facts --check
+check "0" "$wb" stale --all --data-dir "$repo/data"  # no git here: rows without a fingerprint read "unknown"
+# the installed kernels' code fingerprints are the checkout's: rows profiled from either compare as the same code
+prints='from kernels import fingerprint, registry
+from kernels.grouped.grouped import KERNELS
+print(sorted((n, fingerprint.of_kernel(n)) for n in [s.name for s in registry.specs()] + list(KERNELS)))'
+checkout_prints="$(cd "$repo" && python3 -c "$prints")"
+installed_prints="$("$bin/python" -c "$prints" 2>&1 || true)"
+if [ "$installed_prints" != "$checkout_prints" ] || [[ "$checkout_prints" == *None* ]]; then
+    echo "FAIL: the installed kernels' code fingerprints differ from the checkout's (or one is missing)"
+    failed=1
+else
+    echo "ok   : the installed kernels' code fingerprints are the checkout's"
+fi
 check "2" "$wb" kernel-facts  # the installed catalogue is read-only: refused in one line
 check "0" "$wb" kernel-facts --out "$work/kernel-facts.json"
 check "0" "$bin/python" -c "
