@@ -134,21 +134,26 @@ def _file_rows():
     rows += [point("wg_w8a16", "w8a16", 16, 1e-5, kernel_fingerprint=old, mode="hot")]
     rows += [point("wg_w8a16", "w8a16", 16, 1e-5, kernel_fingerprint=old, gpu="h100-sxm")]
     rows += [point("grouped_bf16_tc", "bf16", 16, 1e-5, kernel_fingerprint=old, experts=8, top_k=2,
-                   routing="uniform", layer="mixtral-8x7b/expert_down")]
-    return frame(rows).fillna({"experts": 1, "top_k": 1, "routing": ""})
+                   routing="uniform", routing_seed=seed, layer="mixtral-8x7b/expert_down", N=4096, K=K)
+             for seed, K in ((0, 14336), (3, 14336), (0, 4096))]  # the last: not the layer's shape now
+    return frame(rows).fillna({"experts": 1, "top_k": 1, "routing": "", "routing_seed": 0})
 
 
 def test_stale_points_are_the_changed_dense_points_of_this_gpu_kind_and_mode():
     points, group, notes = stale_points(_file_rows(), H200, "cold")
     assert [(p.spec.name, p.shape.layer, p.M) for p in points] == [
+        ("grouped_bf16_tc", "mixtral-8x7b/expert_down", 16), ("grouped_bf16_tc", "mixtral-8x7b/expert_down", 16),
         ("wg_w8a16", "", 16), ("wg_w8a16", "", 32), ("wg_w8a16", "llama-2-7b/o_proj", 16),
         ("wg_w8a16", "llama-2-7b/o_proj", 32)]
-    assert group is None  # no w4a16 point among them
+    moe = [p.setup for p in points[:2]]  # the expert layer rebuilt: its model, routing and seed
+    assert [(s.model, s.experts, s.top_k, s.routing.label, s.routing_seed, s.gather) for s in moe] == [
+        ("mixtral-8x7b", 8, 2, "uniform", 0, False), ("mixtral-8x7b", 8, 2, "uniform", 3, False)]
+    assert all(p.setup is None for p in points[2:]) and group is None  # no w4a16 point among them
     assert notes == [
         "1 changed rows of h100-sxm left as they are: measure them on that GPU",
-        "1 changed MoE rows of grouped_bf16_tc left: `workbench profile --moe MODEL --routing R -k grouped_bf16_tc "
-        "--remeasure` measures them again",
-        "1 changed rows measured hot left: run again with --hot"]
+        "1 changed rows measured hot left: run again with --hot",
+        "grouped_bf16_tc mixtral-8x7b/expert_down M=16 left: mixtral-8x7b has no 4096x4096 expert layer "
+        "mixtral-8x7b/expert_down now"]
     assert stale_points(_file_rows(), H200, "cold", {"w4a16_gemv"})[0] == []
     hot = stale_points(_file_rows(), H200, "hot")[0]
     assert [(p.spec.name, p.M) for p in hot] == [("wg_w8a16", 16)]
@@ -157,7 +162,10 @@ def test_stale_points_are_the_changed_dense_points_of_this_gpu_kind_and_mode():
 def test_stale_points_leave_what_this_gpu_cannot_run_and_refuse_mixed_group_sizes():
     a100 = dataclasses.replace(H200, gpu_name="NVIDIA A100", gpu_key="h200-sxm", compute_capability="8.0")
     points, _, notes = stale_points(_file_rows(), a100, "cold")
-    assert points == [] and notes[-1].startswith("wg_w8a16 M=32 4096x4096 left: wg_w8a16 needs sm_90 only")
+    assert [p.spec.name for p in points] == ["grouped_bf16_tc"] * 2  # sm_80 code: an A100 runs it
+    assert notes[-4:] == [f"wg_w8a16 {where} M={M} left: wg_w8a16 needs sm_90 only (wgmma, TMA and thread-block "
+                          "clusters: sm_90a code); this GPU is sm_80" for where in ("4096x4096", "llama-2-7b/o_proj")
+                          for M in (16, 32)]
     old = "0" * 16
     rows = frame([point("w4a16_tc_gemv", "w4a16", 1, 1e-5, kernel_fingerprint=old, group_size=g) for g in (64, 128)])
     with pytest.raises(InputError, match=r"group sizes \[64, 128\]; give --kernel"):
@@ -171,11 +179,14 @@ def test_stale_points_leave_what_this_gpu_cannot_run_and_refuse_mixed_group_size
     (["--stale", "--out", "missing.parquet"], "error: --stale needs --out FILE, a measurement file that exists"),
     (["--stale", "--fresh", "--out", "x.parquet"], "error: --stale takes its points from --out and measures them "
      "again on one GPU; leave out --fresh"),
-    (["--stale", "--shape", "4096x4096", "-M", "1", "--out", "x.parquet"], "error: --stale takes its points from "
-     "--out and measures them again on one GPU; leave out --shape, --batch"),
+    (["--stale", "--shape", "4096x4096", "-M", "1", "-s", "fp8", "--out", "x.parquet"], "error: --stale takes its "
+     "points from --out and measures them again on one GPU; leave out --shape, --batch, --scheme"),
+    (["--stale", "-k", "nope", "--out", "{file}"], "error: --kernel nope: not a kernel of this workbench"),
 ])
-def test_profile_stale_bad_arguments_are_one_line_before_a_gpu_is_looked_for(args, message, capsys):
-    assert main(["profile", *args]) == 2
+def test_profile_stale_bad_arguments_are_one_line_before_a_gpu_is_looked_for(args, message, capsys, tmp_path):
+    file = tmp_path / "f.parquet"
+    store.write_points(file, _file_rows())
+    assert main(["profile", *[a.format(file=file) for a in args]]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1
 

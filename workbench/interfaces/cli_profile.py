@@ -86,9 +86,11 @@ def profile(
                          "output; give one of them")
     if remeasure and (gpus or ray or split):
         raise InputError("--remeasure runs on one GPU; leave out --gpus, --split and --ray")
+    stale_kernels = None
     if stale:
-        _check_stale(out, {"--fresh": fresh, "--remeasure": remeasure, "--gpus": gpus, "--split": split, "--ray": ray,
-                           "--moe": moe, "--shape": shape, "--model": model, "--batch": batch})
+        stale_kernels = _check_stale(out, kernel, {
+            "--fresh": fresh, "--remeasure": remeasure, "--gpus": gpus, "--split": split, "--ray": ray, "--moe": moe,
+            "--shape": shape, "--model": model, "--batch": batch, "--scheme": scheme, "--exclude": exclude})
     if moe is not None or routing is not None or routing_seed is not None:
         from workbench.interfaces.cli_moe import profile_moe
 
@@ -110,7 +112,7 @@ def profile(
     if model:
         shapes += model_shapes(model)
     shapes = dedupe_shapes(shapes) if shapes else default_shapes()
-    specs = select_kernels(scheme or [], kernel or [], exclude or [])
+    specs = [] if stale else select_kernels(scheme or [], kernel or [], exclude or [])
     batches = cli_args.parse_batches(batch, DEFAULT_BATCHES)
     if out is not None:
         if out.suffix != ".parquet":
@@ -131,7 +133,7 @@ def profile(
     # not sit on the GPU): a second sweep is refused naming the holder, or waits with --wait
     locks.hold_sweep(env.gpu_uuid, out, wait=wait, on_wait=lambda m: print(m, file=sys.stderr))
     if stale:
-        points, group_size = _stale_points(out, env, hot, specs if kernel or scheme or exclude else None, group_size)
+        points, group_size = _stale_points(out, env, hot, stale_kernels, group_size)
         if not points:
             return
         remeasure = True
@@ -144,9 +146,11 @@ def profile(
         raise InputError(f"no selected kernel supports batches {batches} on compute capability {cc}{why}")
     for line in skipped:
         print(f"skipped: {line}")
+    from workbench.measure import moe_points
     from workbench.measure.environment import free_device_bytes
 
-    check_memory(points, free_device_bytes(), env.l2_bytes, cfg)
+    check_memory([p for p in points if p.setup is None], free_device_bytes(), env.l2_bytes, cfg)
+    moe_points.check_memory([p for p in points if p.setup is not None], free_device_bytes(), env.l2_bytes)
     store.check_writable(out)
     from workbench.measure.nvml import NvmlSampler
     from workbench.measure.timing import CudaTimer
@@ -157,6 +161,7 @@ def profile(
             points, out, env, cfg=cfg, timer=CudaTimer(use_graph=graph), sampler=NvmlSampler(uuid=env.gpu_uuid or None),
             calibration_sm_clock_hz=calibration_clock(env, calibration_dir), fresh=fresh, progress=progress,
             group_size=group_size, remeasure=remeasure,
+            **({"runner_factory": moe_points.runner_factory} if stale else {}),  # its points may be MoE layers
         )
     except SweepAborted as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -168,8 +173,11 @@ def profile(
     report(result, out)
 
 
-def _check_stale(out: Path | None, others: dict[str, object]) -> None:
-    """--stale's arguments, before a GPU is looked for: an existing --out, none of the options it decides itself."""
+def _check_stale(out: Path | None, kernel: list[str] | None, others: dict[str, object]) -> set[str] | None:
+    """--stale's arguments, before a GPU is looked for: an existing --out, none of the options it decides itself;
+    returns the kernels it is limited to (--kernel: any kernel this workbench declares, grouped ones too)."""
+    from kernels.fingerprint import kernel_code
+
     given = [k for k, v in others.items() if v not in (None, False, [])]
     if given:
         raise InputError(f"--stale takes its points from --out and measures them again on one GPU; leave out "
@@ -177,16 +185,21 @@ def _check_stale(out: Path | None, others: dict[str, object]) -> None:
     if out is None or not out.is_file():
         raise InputError(f"--stale needs --out FILE, a measurement file that exists (got {out}); "
                          "`workbench stale` lists the files whose rows measure changed code")
+    names = cli_args.split_list(kernel, "--kernel")
+    for name in names:
+        if kernel_code(name) is None:
+            raise InputError(f"--kernel {name}: not a kernel of this workbench (`workbench kernel-facts` lists them)")
+    return set(names) or None
 
 
-def _stale_points(out: Path, env: Environment, hot: bool, specs: list | None,
+def _stale_points(out: Path, env: Environment, hot: bool, kernels: set[str] | None,
                   group_size: int | None) -> tuple[list, int | None]:
     """The points of `out` to measure again (workbench.measure.stale.stale_points), what is left said in one line
     each, and the group size they take."""
     from workbench.measure.stale import stale_points
 
     points, measured_at, notes = stale_points(store.read_measurement_file(out), env, "hot" if hot else "cold",
-                                              None if specs is None else {s.name for s in specs})
+                                              kernels)
     for line in notes:
         print(f"left: {line}")
     if group_size is not None and measured_at is not None and group_size != measured_at:

@@ -128,10 +128,11 @@ def summary(table: pd.DataFrame) -> str:
 
 def stale_points(rows: pd.DataFrame, env: Environment, mode: str,
                  kernels: set[str] | None = None) -> tuple[list[Point], int | None, list[str]]:
-    """The dense points of `rows` (one output file) whose rows measure changed code on this GPU's kind (its
-    catalogue key; outside the catalogue: this GPU), in `mode`, of `kernels` (None: any), to measure again
-    (`workbench profile --stale`); the w4a16 group size they were measured at (None: no w4a16 point); and one line
-    per group of changed rows left out (another GPU kind, the other mode, MoE rows, a kernel this GPU cannot run)."""
+    """The points of `rows` (one output file) whose rows measure changed code on this GPU's kind (its catalogue key;
+    outside the catalogue: this GPU), in `mode`, of `kernels` (None: any), to measure again (`workbench profile
+    --stale`); an MoE row's point carries its expert layer's setup, rebuilt from its model, routing and seed. Also
+    the w4a16 group size they were measured at (None: no w4a16 point), and one line per group of changed rows left
+    out (another GPU kind, the other mode, a kernel this GPU cannot run, an expert layer that cannot be rebuilt)."""
     from kernels import registry
 
     changed = rows[(row_status(rows) == "changed").to_numpy()]
@@ -142,11 +143,6 @@ def stale_points(rows: pd.DataFrame, env: Environment, mode: str,
     for kind, n in changed.loc[~mine.to_numpy(), "gpu_key"].replace("", "an uncatalogued GPU").value_counts().items():
         notes.append(f"{n} changed rows of {kind} left as they are: measure them on that GPU")
     changed = changed[mine.to_numpy()]
-    moe = (changed["experts"].astype(int) > 1) | (changed["routing"].astype(str) != "")
-    for kernel, n in changed.loc[moe.to_numpy(), "kernel"].value_counts().sort_index().items():
-        notes.append(f"{n} changed MoE rows of {kernel} left: `workbench profile --moe MODEL --routing R -k {kernel} "
-                     "--remeasure` measures them again")
-    changed = changed[~moe.to_numpy()]
     other = changed["mode"] != mode
     for m, n in changed.loc[other.to_numpy(), "mode"].value_counts().items():
         notes.append(f"{n} changed rows measured {m} left: run again with{'' if m == 'hot' else 'out'} --hot")
@@ -155,13 +151,39 @@ def stale_points(rows: pd.DataFrame, env: Environment, mode: str,
     if len(groups) > 1:
         raise InputError(f"the changed w4a16 rows were measured at group sizes {groups}; give --kernel to measure "
                          "one group size's kernels at a time")
-    points = []
+    points, layers = [], {}
     cc = int(env.compute_capability.replace(".", ""))
-    keys = changed[["kernel", "layer", "N", "K", "M"]].drop_duplicates().sort_values(["kernel", "layer", "N", "K", "M"])
-    for kernel, layer, N, K, M in keys.itertuples(index=False):
-        spec = registry.get(kernel)
-        if spec.supports(int(M), cc):
-            points.append(Point(spec, Shape(str(layer), int(N), int(K)), int(M)))
+    cols = ["kernel", "layer", "N", "K", "M", "routing", "routing_seed"]
+    keys = changed[cols].astype({"routing": str}).drop_duplicates().sort_values(cols)
+    for kernel, layer, N, K, M, routing, seed in keys.itertuples(index=False):
+        if routing:  # an MoE expert layer (workbench profile --moe)
+            point, why = _moe_point(kernel, str(layer), int(N), int(K), int(M), routing, int(seed), layers)
         else:
-            notes.append(f"{kernel} M={M} {N}x{K} left: {spec.unsupported(cc) or 'outside its batch range'}")
+            point, why = Point(registry.get(kernel), Shape(str(layer), int(N), int(K)), int(M)), ""
+        if point is not None and point.spec.supports(int(M), cc):
+            points.append(point)
+        else:
+            why = why or (point.spec.unsupported(cc) if point else "") or "outside its batch range"
+            notes.append(f"{kernel} {layer or f'{N}x{K}'} M={M} left: {why}")
     return points, (groups[0] if groups else None), notes
+
+
+def _moe_point(kernel: str, layer: str, N: int, K: int, M: int, routing: str, seed: int,
+               layers: dict) -> tuple[Point | None, str]:
+    """The point of an MoE row: its expert layer rebuilt from the model (the layer's prefix), routing and seed."""
+    from workbench.measure import moe_points
+
+    model = layer.partition("/")[0]
+    if (model, routing, seed) not in layers:
+        try:
+            found = moe_points.setups([model], routing, seed)
+            layers[(model, routing, seed)] = {shape.layer: (shape, setup) for shape, setup in found}
+        except InputError as exc:
+            layers[(model, routing, seed)] = str(exc)
+    found = layers[(model, routing, seed)]
+    if isinstance(found, str):
+        return None, found
+    if layer not in found or (found[layer][0].N, found[layer][0].K) != (N, K):
+        return None, f"{model} has no {N}x{K} expert layer {layer} now"
+    shape, setup = found[layer]
+    return Point(moe_points.spec(kernel), shape, M, setup), ""
