@@ -216,7 +216,7 @@ def _parse(text: bytes) -> _Module:
                 for n in ast.walk(t):
                     if isinstance(n, ast.Name):
                         nodes.setdefault(n.id, []).append(node)
-    defs = {name: ("\n".join(ast.dump(n) for n in bound),
+    defs = {name: ("\n".join(_canonical(n) for n in bound),
                    tuple(dict.fromkeys(tuple(c) for n in bound for c in _references(n))))
             for name, bound in nodes.items()}
     imports: dict[str, tuple[str, str | None]] = {}
@@ -228,6 +228,18 @@ def _parse(text: bytes) -> _Module:
             for a in node.names:
                 imports[a.asname or a.name] = (node.module, a.name)
     return _Module(defs, imports)
+
+
+def _canonical(node: object) -> str:
+    """A syntax tree as text that is the same on every Python version the workbench runs on: `ast.dump` is not (3.12
+    adds `type_params=[]`, 3.13 leaves out empty fields), so fields that are None or empty are left out here."""
+    if isinstance(node, ast.AST):
+        fields = ((name, getattr(node, name, None)) for name in node._fields)
+        shown = ", ".join(f"{name}={_canonical(value)}" for name, value in fields if value is not None and value != [])
+        return f"{type(node).__name__}({shown})"
+    if isinstance(node, list):
+        return "[" + ", ".join(_canonical(item) for item in node) + "]"
+    return repr(node)
 
 
 def _followed(module: str, root_module: str) -> bool:

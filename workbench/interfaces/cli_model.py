@@ -191,8 +191,8 @@ def register(app: typer.Typer) -> None:
                   file=sys.stderr)
         if len(changed):
             print(f"fitted on {int(changed.sum())} rows of kernels whose code changed since they were measured "
-                  f"({', '.join(map(str, changed.index))}; `workbench stale` lists them): re-measure them with "
-                  "`workbench profile --remeasure`", file=sys.stderr)
+                  f"({', '.join(map(str, changed.index))}; `workbench stale` lists them): measure them again with "
+                  "`workbench profile --stale --out FILE`", file=sys.stderr)
         print(f"wrote {len(table.kernels)} kernels' parameters to {target}", file=sys.stderr)
 
     @app.command("kernel-facts")

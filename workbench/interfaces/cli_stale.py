@@ -39,8 +39,8 @@ def stale(
     show_all: Annotated[bool, typer.Option("--all", help="list current rows too")] = False,
     check: Annotated[bool, typer.Option("--check", help="exit 1 when any row measures changed code")] = False,
 ) -> None:
-    """List the measured rows whose kernel code changed since they were measured (re-measure them with
-    `workbench profile --remeasure`); the last line counts rows by status."""
+    """List the measured rows whose kernel code changed since they were measured (measure them again with
+    `workbench profile --stale --out FILE`); the last line counts rows by status."""
     from workbench.measure.stale import code_status, summary
 
     root = cli_args.dataset(data_dir)

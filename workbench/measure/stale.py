@@ -4,7 +4,7 @@
 A row is
 - **current** when the code of its kernel (kernels.fingerprint) is the code installed here;
 - **changed** when it is not: the kernel's CUDA sources, its launcher or their tables changed after the row was
-  measured, so the row may no longer say what the kernel does (re-measure it: `workbench profile --remeasure`);
+  measured, so the row may no longer say what the kernel does (`workbench profile --stale` measures it again);
 - **unknown** when that cannot be told: the kernel is not one this workbench declares, or a row written before rows
   carried `kernel_fingerprint` names a commit this checkout cannot read (no git, a shallow clone, "-dirty").
 A row's recorded fingerprint is compared as it is; an older row's code is read at its `git_commit` from the git
