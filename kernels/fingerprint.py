@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from kernels.toolchain.build import CUDA_SUFFIXES
+
 ROOT = Path(__file__).resolve().parents[1]  # the folder holding kernels/, models/ and workbench/
 FOLLOW = ("kernels.", "models.")
 HARNESS = ("kernels.registry", "kernels.toolchain", "kernels.problems", "kernels.input_cache", "kernels.reference",
@@ -35,7 +37,6 @@ HARNESS = ("kernels.registry", "kernels.toolchain", "kernels.problems", "kernels
 NEVER = frozenset({"SPECS"})  # the declarations (notes, model facts) are not measured code
 OPTIONS = ("kernels.toolchain.build", "NVRTC_OPTIONS")
 GROUPED_RUNNER = "kernels.grouped.grouped:GroupedRunner"  # what runs the grouped MoE kernels (workbench profile --moe)
-CUDA_SUFFIXES = (".cu", ".cuh")
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 _COMMENT = re.compile(rb"//[^\n]*|/\*.*?\*/", re.S)
 
