@@ -94,10 +94,11 @@ def test_cli_lists_the_changed_rows_and_checks(tmp_path, capsys):
     data = str(_data(tmp_path))
     assert main(["stale", "--data-dir", data]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 3 and "wg_w8a16" in out[1] and "changed" in out[1] and "measurements/h200-sxm" in out[1]
-    assert out[-1] == "5 rows: 3 changed, 2 current; changed code: wg_w8a16"
+    assert len(out) == 4 and "wg_w8a16" in out[1] and "changed" in out[1] and "measurements/h200-sxm" in out[1]
+    assert out[-2] == "5 rows: 3 changed, 2 current; changed code: wg_w8a16"
+    assert out[-1] == f"on h200-sxm: workbench profile --stale --out {data}/measurements/h200-sxm/sweep.parquet"
     assert main(["stale", "--data-dir", data, "--all"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 4
+    assert len(capsys.readouterr().out.splitlines()) == 5
     assert main(["stale", "--data-dir", data, "--check"]) == 1
     capsys.readouterr()
     assert main(["stale", "--data-dir", data, "--check", "-k", "w4a16_gemv"]) == 0
@@ -204,3 +205,13 @@ def test_the_stale_points_measured_again_replace_their_rows(tmp_path):
     assert result.measured == 4 and len(new) == 4
     assert (new["kernel_fingerprint"] == fingerprint.current("fp32_gemv")).all() and new["run_id"].nunique() == 1
     assert stale_points(new, ENV, "cold")[0] == []
+
+
+def test_cli_gives_the_hot_files_command_with_hot(tmp_path, capsys):
+    folder = tmp_path / "measurements" / "h200-sxm"
+    folder.mkdir(parents=True)
+    store.write_points(folder / "hot.parquet", frame([point("wg_w8a16", "w8a16", 16, 1e-5, mode="hot",
+                                                            kernel_fingerprint="0" * 16)]))
+    assert main(["stale", "--data-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"on h200-sxm: workbench profile --stale --out {folder / 'hot.parquet'} --hot")

@@ -39,8 +39,8 @@ def stale(
     show_all: Annotated[bool, typer.Option("--all", help="list current rows too")] = False,
     check: Annotated[bool, typer.Option("--check", help="exit 1 when any row measures changed code")] = False,
 ) -> None:
-    """List the measured rows whose kernel code changed since they were measured (measure them again with
-    `workbench profile --stale --out FILE`); the last line counts rows by status."""
+    """List the measured rows whose kernel code changed since they were measured, count the rows by status, and
+    give the command that measures each file's changed rows again (`workbench profile --stale --out FILE`)."""
     from workbench.measure.stale import code_status, summary
 
     root = cli_args.dataset(data_dir)
@@ -53,6 +53,10 @@ def stale(
         shown = shown.assign(git_commit=shown["git_commit"].str.slice(0, 7))
         print(shown.to_string(index=False))
     print(summary(table))
+    todo = table[table["status"] == "changed"]
+    for (file, gpu_key, mode), _ in todo.groupby(["file", "gpu_key", "mode"], sort=True):
+        print(f"on {gpu_key or 'the GPU of these rows'}: workbench profile --stale --out {root / file}"
+              f"{' --hot' if mode == 'hot' else ''}")
     if check and (table["status"] == "changed").any():
         raise typer.Exit(1)
 

@@ -24,8 +24,8 @@ from workbench.measure.environment import Environment
 from workbench.measure.profiler import Point, Shape
 
 STATUSES = ("changed", "unknown", "current")  # the order a report lists them in
-GROUP = ["gpu_key", "kernel", "git_commit", "kernel_fingerprint"]
-STATUS_COLUMNS = ["gpu_key", "kernel", "git_commit", "points", "status", "basis"]
+GROUP = ["gpu_key", "mode", "kernel", "git_commit", "kernel_fingerprint"]
+STATUS_COLUMNS = ["gpu_key", "mode", "kernel", "git_commit", "points", "status", "basis"]
 
 
 class _Commits:
@@ -66,7 +66,7 @@ class _Commits:
 def _normalized(rows: pd.DataFrame) -> pd.DataFrame:
     fp = rows["kernel_fingerprint"].fillna("").astype(str) if "kernel_fingerprint" in rows.columns else ""
     return rows.assign(kernel_fingerprint=fp, git_commit=rows["git_commit"].fillna("").astype(str),
-                       gpu_key=rows["gpu_key"].fillna("").astype(str))
+                       gpu_key=rows["gpu_key"].fillna("").astype(str), mode=rows["mode"].fillna("").astype(str))
 
 
 def _groups(frame: pd.DataFrame, keys: list[str], repo: Path,
@@ -91,7 +91,7 @@ def _groups(frame: pd.DataFrame, keys: list[str], repo: Path,
 
 def code_status(rows: pd.DataFrame, repo: Path = fingerprint.ROOT,
                 current: Callable[[str], str] = fingerprint.current) -> pd.DataFrame:
-    """One row per (GPU kind, kernel, commit, recorded fingerprint) of `rows` (measurement rows): STATUS_COLUMNS,
+    """One row per (GPU kind, mode, kernel, commit, recorded fingerprint) of `rows` (measurement rows): STATUS_COLUMNS,
     after `file` when `rows` has that column; changed first. `current(kernel)` is the installed code's fingerprint
     ("" for a kernel this workbench does not declare)."""
     if rows.empty:
