@@ -135,11 +135,12 @@ def stale_points(rows: pd.DataFrame, env: Environment, mode: str,
     out (another GPU kind, the other mode, a kernel this GPU cannot run, an expert layer that cannot be rebuilt)."""
     from kernels import registry
 
-    changed = rows[(row_status(rows) == "changed").to_numpy()]
+    changed = _normalized(rows[(row_status(rows) == "changed").to_numpy()])
+    changed = changed.assign(routing=changed["routing"].fillna("").astype(str))
     if kernels is not None:
         changed = changed[changed["kernel"].isin(kernels)]
     notes: list[str] = []
-    mine = (changed["gpu_key"] == env.gpu_key) if env.gpu_key else (changed["gpu_uuid"] == env.gpu_uuid)
+    mine = (changed["gpu_key"] == env.gpu_key) if env.gpu_key else (changed["gpu_uuid"].astype(str) == env.gpu_uuid)
     for kind, n in changed.loc[~mine.to_numpy(), "gpu_key"].replace("", "an uncatalogued GPU").value_counts().items():
         notes.append(f"{n} changed rows of {kind} left as they are: measure them on that GPU")
     changed = changed[mine.to_numpy()]
@@ -154,7 +155,7 @@ def stale_points(rows: pd.DataFrame, env: Environment, mode: str,
     points, layers = [], {}
     cc = int(env.compute_capability.replace(".", ""))
     cols = ["kernel", "layer", "N", "K", "M", "routing", "routing_seed"]
-    keys = changed[cols].astype({"routing": str}).drop_duplicates().sort_values(cols)
+    keys = changed[cols].drop_duplicates().sort_values(cols)
     for kernel, layer, N, K, M, routing, seed in keys.itertuples(index=False):
         if routing:  # an MoE expert layer (workbench profile --moe)
             point, why = _moe_point(kernel, str(layer), int(N), int(K), int(M), routing, int(seed), layers)
