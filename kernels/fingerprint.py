@@ -369,3 +369,13 @@ def work_tree() -> WorkTree:
 def current(name: str) -> str:
     """`of_kernel` of the files on disk, computed once per process ("" for a kernel it does not know: a test's)."""
     return of_kernel(name) or ""
+
+
+def catalogue() -> dict:
+    """What `workbench kernel-facts` publishes (data/model/kernel-facts.json): the registry's entries, each with the
+    fingerprint of its code on disk (models.kernel_catalogue.KernelEntry by name)."""
+    from dataclasses import replace
+
+    from kernels import registry
+
+    return {name: replace(entry, fingerprint=current(name)) for name, entry in registry.catalogue().items()}

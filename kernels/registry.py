@@ -128,7 +128,8 @@ def specs(scheme: str | None = None, role: str | None = None) -> list[KernelSpec
 
 def catalogue() -> dict[str, KernelEntry]:
     """Every registered kernel as the analysis side sees it: what `workbench kernel-facts` writes to
-    data/model/kernel-facts.json (models.kernel_catalogue reads it back without importing this registry)."""
+    data/model/kernel-facts.json (models.kernel_catalogue reads it back without importing this registry), less the
+    code fingerprints, which kernels.fingerprint.catalogue() adds."""
     return {
         name: KernelEntry(name=name, scheme=s.scheme, role=s.role, backend=s.backend, m_min=s.m_min, m_max=s.m_max,
                           min_cc=s.min_cc, max_cc=s.max_cc, facts=s.facts)

@@ -2,12 +2,14 @@
 data/model/kernel-facts.json, so that predicting, comparing and the dashboard never import `kernels` (its registry
 imports every kernel provider).
 
-The file is generated from the kernel registry by `workbench kernel-facts` (kernels.registry.catalogue() builds the
+The file is generated from the kernel registry by `workbench kernel-facts` (kernels.fingerprint.catalogue() builds the
 entries) and a CPU test fails when it differs from what the registry declares: the registry stays the one place a
 kernel's facts are written, this file is their published copy. Pure Python; nothing here touches CUDA.
 
-An entry holds the kernel's scheme, role, backend, the batch range and compute capabilities it runs at, and its
-`KernelFacts` (None for a kernel that declares none: the kernel tier leaves it NaN and says so).
+An entry holds the kernel's scheme, role, backend, the batch range and compute capabilities it runs at, its
+`KernelFacts` (None for a kernel that declares none: the kernel tier leaves it NaN and says so) and the fingerprint of
+its code (kernels.fingerprint; "" where its files are missing), which rows measured since carry in
+`kernel_fingerprint`: a row whose fingerprint differs measures code that has changed since.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +26,10 @@ from models.errors import InputError
 from models.kernel_terms import KernelFacts
 from models.paths import catalogue_dir
 
-CATALOGUE_SCHEMA_VERSION = 1
+CATALOGUE_SCHEMA_VERSION = 2  # 2: the code fingerprint
 CATALOGUE_FILE = Path("model") / "kernel-facts.json"  # under the data directory
-_ENTRY_FIELDS = ("scheme", "role", "backend", "m_min", "m_max", "min_cc", "max_cc", "facts")
+_ENTRY_FIELDS = ("scheme", "role", "backend", "m_min", "m_max", "min_cc", "max_cc", "facts", "fingerprint")
+FINGERPRINT = re.compile(r"(?:[0-9a-f]{16})?")  # kernels.fingerprint's 16 hex digits, or "" (no code found)
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class KernelEntry:
     min_cc: int
     max_cc: int | None
     facts: KernelFacts | None
+    fingerprint: str = ""  # kernels.fingerprint of its code when the catalogue was published
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in _ENTRY_FIELDS}
@@ -66,8 +71,11 @@ class KernelEntry:
                 d["max_cc"] is None or isinstance(d["max_cc"], int)):
             raise InputError(f"{where}: kernel {name!r}: m_min, m_max, min_cc must be integers, max_cc an integer "
                              "or null")
+        if not isinstance(d["fingerprint"], str) or not FINGERPRINT.fullmatch(d["fingerprint"]):
+            raise InputError(f"{where}: kernel {name!r}: fingerprint must be 16 lower-case hex digits or \"\"")
         return cls(name=name, scheme=str(d["scheme"]), role=str(d["role"]), backend=str(d["backend"]),
-                   m_min=d["m_min"], m_max=d["m_max"], min_cc=d["min_cc"], max_cc=d["max_cc"], facts=facts)
+                   m_min=d["m_min"], m_max=d["m_max"], min_cc=d["min_cc"], max_cc=d["max_cc"], facts=facts,
+                   fingerprint=d["fingerprint"])
 
 
 def _tuples(v: Any) -> Any:

@@ -202,8 +202,9 @@ def register(app: typer.Typer) -> None:
         check: Annotated[bool, typer.Option("--check", help="write nothing; exit 1 when the file differs from the "
                                             "registry")] = False,
     ) -> None:
-        """Write the kernel registry's facts (scheme, batch range, tiles, instruction path) for the analysis side."""
-        from kernels.registry import catalogue
+        """Write the kernel registry's facts (scheme, batch range, tiles, instruction path) and each kernel's code
+        fingerprint for the analysis side."""
+        from kernels.fingerprint import catalogue
         from models.kernel_catalogue import catalogue_path, to_json
         from workbench.storage.store import atomic_write_bytes
 

@@ -63,6 +63,8 @@ class DashboardData:
     notes: list[str] = field(default_factory=list)  # what could not be loaded, shown on the page
     # imported public timings (workbench.storage.public; never our measurements) with the predicted tiers of each row
     public: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # per GPU kind: rows measuring kernel code changed since / recorded without a fingerprint (analysis.code_drift)
+    code_drift: pd.DataFrame = field(default_factory=pd.DataFrame)
     params: Any = None  # the kernel tier's ParamTable (analysis.kernel_tier.params_for(data_dir)); None: the shipped
     # (model, gpu) -> the kernel tier's roll-up, filled on first use (kernel_rollup): not precomputed, it costs ~2 s
     kernel_rollups: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
@@ -223,6 +225,7 @@ def build_data(data_dir: str | Path) -> DashboardData:
     """Load and precompute everything for one data directory (use `load_data` for the cached version)."""
     from models.hardware import load_calibrations, load_gpus
     from models.workloads import SHAPES, model_keys
+    from workbench.analysis.code_drift import code_drift
     from workbench.analysis.compare import compare_points, latest_points
     from workbench.analysis.kernel_tier import params_for
     from workbench.storage.store import load_measurements
@@ -267,6 +270,7 @@ def build_data(data_dir: str | Path) -> DashboardData:
         hypotheses=verdicts,
         rollups=rollup_grid(keys, list(gpus), calibrations),
         params=params,
+        code_drift=code_drift(measurements),
         notes=notes,
         public=public,
     )

@@ -313,6 +313,23 @@ def gpu_label(data: DashboardData, key: str) -> str:
     return f"{gpu.name}" if gpu is not None else key
 
 
+def drift_lines(data: DashboardData, gpu: str) -> list[str]:
+    """What the data directory's rows of a GPU measure (analysis.code_drift): code changed since, or code of unknown
+    age (no fingerprint recorded)."""
+    drift = data.code_drift
+    row = drift[drift["gpu_key"] == gpu] if not drift.empty else drift
+    if row.empty:
+        return []
+    label, changed, unrecorded = gpu_label(data, gpu), int(row["changed"].iloc[0]), int(row["unrecorded"].iloc[0])
+    lines = [f"{label}: {changed:,} rows of the data directory measure kernel code changed since they were recorded "
+             f"({row['changed_kernels'].iloc[0]}); `workbench stale` lists them and how to measure them "
+             "again."] if changed else []
+    if unrecorded:
+        lines.append(f"{label}: {unrecorded:,} rows of the data directory were recorded before rows carried their "
+                     "code's fingerprint; `workbench stale` checks them against git.")
+    return lines
+
+
 def status_lines(data: DashboardData, frames: Frames, sel: Selection) -> list[str]:
     """What the page must say: GPUs with predictions only, tier fall-backs, uploads, load notes."""
     lines = []
@@ -323,8 +340,8 @@ def status_lines(data: DashboardData, frames: Frames, sel: Selection) -> list[st
         if gpu not in measured:
             lines.append(f"No measurements for {label}: showing predictions only.")
         else:
-            n = int(counts[gpu])
-            lines.append(f"{label}: {n} measured points.")
+            lines.append(f"{label}: {int(counts[gpu])} measured points.")
+            lines.extend(drift_lines(data, gpu))
         drawn = effective_tier(data, gpu, sel.tier)
         if drawn != sel.tier:
             why = "no calibration" if gpu not in data.calibrations else "no such column in this data"
