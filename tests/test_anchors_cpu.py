@@ -70,6 +70,9 @@ def test_targets_met_missed_and_margins():
     assert not by[("W8A8 >= 1.0x _int_mm", 128)]["met"] and by[("W8A8 >= 1.0x _int_mm", 16)]["met"]
     assert by[("BF16 M=1-16 <= cuBLAS time", 1)]["met"] and not by[("BF16 M=1-16 <= cuBLAS time", 16)]["met"]
     assert by[("BF16 M=128,256 >= 0.92x cuBLAS", 128)]["margin"] == pytest.approx((50 / 52) / 0.92 - 1)
+    bf = by[("BF16 M=64-256 >= 0.95x cuBLAS", 128)]  # issue 34's line: 50 / 52 = 0.96
+    assert bf["met"] and bf["margin"] == pytest.approx((50 / 52) / 0.95 - 1)
+    assert ("BF16 M=64-256 >= 0.95x cuBLAS", 16) not in by
     checks = by[("every kernel passes its float64 check", 0)]
     assert checks["met"] is False and checks["kernel"] == "ladder_w4_magic" and checks["value"] == 1
     text = "\n".join(anchors.format_targets(lines))
@@ -99,6 +102,16 @@ def test_bad_options_exit_2_with_one_line(argv, capsys):
     assert anchors.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("anchors: ") and "\n" not in err
+
+
+def test_issue_34_lines_at_m_256():
+    rows = [row("cublas_bf16", "bf16", "peer", 256, 100.0), row("wg_w4a16", "w4a16", "optimized", 256, 110.0),
+            row("wg_bf16", "bf16", "optimized", 256, 104.0)]
+    lines = {(t["target"], t["M"]): t for t in anchors.targets(rows)}
+    w4 = lines[("W4A16 M=256 >= 0.95x cuBLAS bf16", 256)]  # 100 / 110 = 0.909: missed
+    assert w4["met"] is False and w4["margin"] == pytest.approx((100 / 110) / 0.95 - 1)
+    bf = lines[("BF16 M=64-256 >= 0.95x cuBLAS", 256)]  # 100 / 104 = 0.962: met (and issue 14's 0.92 too)
+    assert bf["met"] is True and lines[("BF16 M=128,256 >= 0.92x cuBLAS", 256)]["met"] is True
 
 
 def test_w8a16_targets_and_the_scheme_filter():
